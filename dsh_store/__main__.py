@@ -1,0 +1,5 @@
+"""``python -m dsh_store`` runs the command line."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,295 @@
+"""The one error hierarchy of dsh-store.
+
+Every failure a caller can meet derives from :class:`DshStoreError`. Each class
+states the condition it reports; each instance carries the facts needed to act
+on it (path, 1-based line, byte offset, seq, event type) as attributes, and a
+message that says what happened, where, and what to do. Errors pickle cleanly so
+they survive ``--jobs`` worker processes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = [
+    "ConcurrentModificationError",
+    "CorruptLogError",
+    "DshStoreError",
+    "EventValidationError",
+    "LosslessJsonError",
+    "MigrationRefusedError",
+    "NotASessionError",
+    "SessionExistsError",
+    "SessionLockedError",
+    "SessionNotFoundError",
+    "UnsupportedVersionError",
+    "WriterBrokenError",
+]
+
+
+def _where(
+    path: str | os.PathLike[str] | None = None,
+    line: int | None = None,
+    offset: int | None = None,
+    seq: int | None = None,
+    event_type: str | None = None,
+) -> str:
+    """Render the location facts that are known as ``path:line (byte N, seq S, type T)``."""
+    head = os.fspath(path) if path is not None else ""
+    if line is not None:
+        head = f"{head}:{line}" if head else f"line {line}"
+    extras = []
+    if offset is not None:
+        extras.append(f"byte {offset}")
+    if seq is not None:
+        extras.append(f"seq {seq}")
+    if event_type is not None:
+        extras.append(f"type {event_type!r}")
+    if extras:
+        head = f"{head} ({', '.join(extras)})" if head else ", ".join(extras)
+    return head
+
+
+class DshStoreError(Exception):
+    """Base class of every error raised by dsh-store.
+
+    Subclasses keep their constructor keywords as attributes; ``__reduce__``
+    rebuilds them from those keywords so an error raised in a worker process
+    arrives intact in the parent.
+    """
+
+    def __init__(self, message: str, **facts: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self._facts = facts
+        for key, value in facts.items():
+            setattr(self, key, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self._facts))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[DshStoreError], message: str, facts: dict[str, Any]) -> DshStoreError:
+    error = cls.__new__(cls)
+    DshStoreError.__init__(error, message, **facts)
+    return error
+
+
+class LosslessJsonError(DshStoreError, ValueError):
+    """A value is not lossless JSON (NaN, -0.0, unsafe int, non-str key, foreign object, ...).
+
+    ``json_path`` is the dotted/indexed path of the bad value, e.g.
+    ``data.message.content[2].text``; ``event_type`` names the event when known.
+    """
+
+    json_path: str
+    event_type: str | None
+    reason: str
+
+    def __init__(self, reason: str, *, json_path: str, event_type: str | None = None) -> None:
+        where = f" in event {event_type!r}" if event_type else ""
+        super().__init__(
+            f"not lossless JSON at {json_path}{where}: {reason}; "
+            "convert it to plain JSON (dict with str keys, list, str, int, float, bool, None) "
+            "before appending",
+            json_path=json_path,
+            event_type=event_type,
+            reason=reason,
+        )
+
+
+class EventValidationError(DshStoreError, ValueError):
+    """An event breaks an envelope, lifecycle or vocabulary rule of the v4 model.
+
+    ``rule`` is a short stable rule name that tests and tools can match.
+    """
+
+    rule: str
+    seq: int | None
+    event_type: str | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rule: str,
+        seq: int | None = None,
+        event_type: str | None = None,
+        path: str | None = None,
+        line: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        where = _where(path, line, offset, seq, event_type)
+        super().__init__(
+            f"{where}: {message} [rule: {rule}]" if where else f"{message} [rule: {rule}]",
+            rule=rule,
+            seq=seq,
+            event_type=event_type,
+            path=path,
+            line=line,
+            offset=offset,
+            detail=message,
+        )
+
+
+class NotASessionError(DshStoreError):
+    """The file's first line is not a session header (no ``type: "session"`` or no version)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"{path}: not a session log: {reason}; pass a session.jsonl / session.vN.jsonl file",
+            path=path,
+            reason=reason,
+        )
+
+
+class CorruptLogError(DshStoreError):
+    """Committed corruption: a defect followed by later committed work (e.g. a ``turn/end``).
+
+    The file is left byte-identical; nothing is repaired automatically, because the
+    damaged region holds acknowledged events.
+    """
+
+    path: str
+    line: int | None
+    offset: int | None
+    rule: str
+
+    def __init__(
+        self,
+        path: str,
+        detail: str,
+        *,
+        line: int | None = None,
+        offset: int | None = None,
+        seq: int | None = None,
+        rule: str = "corrupt",
+    ) -> None:
+        where = _where(path, line, offset, seq)
+        super().__init__(
+            f"{where}: corrupt session log: {detail}; the file was not modified — restore it "
+            "from a backup or inspect it with `dsh-store inspect`",
+            path=path,
+            line=line,
+            offset=offset,
+            seq=seq,
+            rule=rule,
+            detail=detail,
+        )
+
+
+class UnsupportedVersionError(DshStoreError):
+    """The log's format version is newer than this library (or older with no upgrade path)."""
+
+    def __init__(self, path: str, version: object, supported: int) -> None:
+        if isinstance(version, int) and not isinstance(version, bool) and version > supported:
+            advice = "written by a newer writer; upgrade dsh-store"
+        else:
+            advice = "no upgrade path exists for this version"
+        super().__init__(
+            f"{path}: session format version {version!r} is not supported "
+            f"(this dsh-store reads versions 0-{supported}): {advice}",
+            path=path,
+            version=version,
+            supported=supported,
+        )
+
+
+class MigrationRefusedError(DshStoreError):
+    """An older log cannot be upgraded faithfully; nothing was written.
+
+    ``rule`` is the refusal rule (e.g. ``surface before first step``), ``seq`` and
+    ``event_type`` locate the offending source event, ``edge`` names the step (``"2->3"``).
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        rule: str,
+        path: str | None = None,
+        seq: int | None = None,
+        event_type: str | None = None,
+        edge: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        where = _where(path, line, None, seq, event_type)
+        edge_text = f" at edge {edge}" if edge else ""
+        super().__init__(
+            f"{where}: migration refused{edge_text}: {detail} [rule: {rule}]; the source log is "
+            "unchanged and still readable by the version that wrote it",
+            rule=rule,
+            path=path,
+            seq=seq,
+            event_type=event_type,
+            edge=edge,
+            line=line,
+            detail=detail,
+        )
+
+
+class SessionNotFoundError(DshStoreError, KeyError):
+    """No session with this id exists in the store root."""
+
+    def __init__(self, session_id: str, root: str) -> None:
+        super().__init__(
+            f"session {session_id!r} not found under {root}; `dsh-store list {root}` shows the "
+            "sessions it holds",
+            session_id=session_id,
+            root=root,
+        )
+
+
+class SessionExistsError(DshStoreError):
+    """A session with this id already exists; ``new`` never overwrites."""
+
+    def __init__(self, session_id: str, path: str) -> None:
+        super().__init__(
+            f"session {session_id!r} already exists at {path}; open it instead of creating it",
+            session_id=session_id,
+            path=path,
+        )
+
+
+class SessionLockedError(DshStoreError):
+    """Another writer (this or another process) holds the session's exclusive lock."""
+
+    def __init__(self, session_id: str, lock_path: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is open for writing elsewhere (lock {lock_path} is held); "
+            "close the other writer first — readers (inspect, load, read_from) need no lock",
+            session_id=session_id,
+            lock_path=lock_path,
+        )
+
+
+class ConcurrentModificationError(DshStoreError):
+    """The log changed under an open writer (size, identity or tail differ from what it wrote)."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(
+            f"{path}: log changed under this writer: {detail}; nothing was written — reopen the "
+            "session to continue from what is on disk",
+            path=path,
+            detail=detail,
+        )
+
+
+class WriterBrokenError(DshStoreError):
+    """A failed write could not be rolled back; the handle refuses all further writes.
+
+    The unwritten events stay readable from memory (``pending``); reopening the
+    session restores from what is durable and repairs the tail.
+    """
+
+    def __init__(self, path: str, cause: str) -> None:
+        super().__init__(
+            f"{path}: writer is broken after a failed rollback ({cause}); no further writes are "
+            "accepted — reopen the session, which repairs the tail",
+            path=path,
+            cause=cause,
+        )

@@ -1,0 +1,238 @@
+"""Lossless JSON: the check and the canonical encoder every logged value goes through.
+
+A value is *lossless JSON* when it survives encode -> decode unchanged and means the same
+thing to every JSON reader (the DSH TypeScript runtime included): dicts with ``str`` keys,
+lists (tuples are written as arrays), ``str`` (valid Unicode, no lone surrogates),
+``bool``, ``None``, ``int`` within ±(2^53 - 1), and finite ``float`` other than ``-0.0``.
+Everything else is refused with a :class:`~dsh_store.errors.LosslessJsonError` naming the
+JSON path of the bad value, e.g. ``data.message.content[2].text``.
+
+Fast path: ``marshal.dumps`` refuses every object that is not an exact builtin type
+(subclasses, enums, UUIDs, datetimes, dataclasses, numpy scalars) in C, and ``orjson``
+refuses non-str keys, bytes, sets, cycles, excess depth and unsafe integers while it
+encodes. Only floats escape both (orjson writes NaN/Infinity as ``null`` and keeps
+``-0.0``), so an output containing ``null`` or ``-0.0`` takes the slow path. Any fast-path
+refusal re-runs the iterative slow path, which finds the exact path and reason.
+"""
+
+from __future__ import annotations
+
+import marshal
+import math
+import re
+from collections.abc import Iterator
+from typing import Any, Final
+
+import orjson
+
+from .errors import LosslessJsonError
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "JsonValue",
+    "check_json",
+    "check_loaded",
+    "decode",
+    "encode",
+    "format_path",
+]
+
+JsonValue = Any
+"""A lossless JSON value: dict[str, JsonValue], list, str, int, float, bool or None."""
+
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+"""Largest integer every JSON reader (IEEE-754 doubles) represents exactly."""
+
+MAX_DEPTH: Final = 254
+"""Most container levels in one encoded document (orjson's encoder limit).
+
+An event line spends one level on its envelope, so event ``data`` nests at most 253 deep.
+"""
+
+_OPTIONS: Final = (
+    orjson.OPT_STRICT_INTEGER
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+_IDENTIFIER: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
+
+
+def _refuse_default(value: object) -> object:
+    raise TypeError(type(value).__name__)
+
+
+def _float_suspect(encoded: bytes) -> bool:
+    # NaN and ±Infinity are written by orjson as null; -0.0 as "-0.0".
+    return b"null" in encoded or b"-0.0" in encoded
+
+
+def encode(value: object, *, event_type: str | None = None, path: str = "$") -> bytes:
+    """Check ``value`` and return its canonical compact UTF-8 JSON encoding.
+
+    :param value: the value to encode.
+    :param event_type: named in the error when the value is refused.
+    :param path: the JSON path of ``value`` itself, used as the prefix of error paths.
+    :raises LosslessJsonError: the value is not lossless JSON.
+    """
+    try:
+        marshal.dumps(value)  # type: ignore[arg-type]  # refusing the unmarshallable is the point
+        encoded = orjson.dumps(value, default=_refuse_default, option=_OPTIONS)
+    except (ValueError, TypeError, orjson.JSONEncodeError):
+        check_json(value, event_type=event_type, path=path)
+        # The slow path accepted what the fast path refused: only possible for a
+        # marshal limit (very deep but still legal nesting); encode it directly.
+        return orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+    if _float_suspect(encoded):
+        check_json(value, event_type=event_type, path=path)
+    return encoded
+
+
+def decode(data: bytes | str) -> JsonValue:
+    """Decode one JSON document (no lossless check; see :func:`check_loaded`)."""
+    return orjson.loads(data)
+
+
+def check_loaded(
+    encoded: bytes, value: JsonValue, *, event_type: str | None = None, path: str = "$"
+) -> None:
+    """Check a value decoded from ``encoded`` bytes read from disk.
+
+    Decoding already excludes NaN, Infinity, foreign objects and non-str keys, so only
+    ``-0.0`` and unsafe integers can remain; the byte pre-check keeps this cheap.
+    """
+    if b"-0" in encoded or _has_long_digit_run(encoded):
+        check_json(value, event_type=event_type, path=path)
+
+
+_DIGIT_RUN: Final = re.compile(rb"[0-9]{16}")
+
+
+def _has_long_digit_run(encoded: bytes) -> bool:
+    # Any integer beyond 2^53 - 1 has at least 16 digits.
+    return _DIGIT_RUN.search(encoded) is not None
+
+
+def format_path(parts: Iterator[str | int] | list[str | int], root: str = "$") -> str:
+    """Render path parts as ``root.key[3].other`` (non-identifier keys quoted).
+
+    With an empty ``root`` the path starts at the first key: ``data.message``.
+    """
+    text = root
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _IDENTIFIER.match(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{orjson.dumps(part).decode()}]"
+    return text
+
+
+def _describe(value: object) -> str:
+    kind = type(value)
+    if kind.__module__ in ("builtins", "__builtin__"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _scalar_problem(value: object) -> str | None:
+    kind = type(value)
+    if kind is str:
+        try:
+            value.encode("utf-8")  # type: ignore[attr-defined]
+        except UnicodeEncodeError:
+            return "string contains a lone surrogate"
+        return None
+    if kind is bool or value is None:
+        return None
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:  # type: ignore[operator]
+            return None
+        return f"integer {value} is outside ±(2^53 - 1) and would lose precision"
+    if kind is float:
+        assert isinstance(value, float)
+        if math.isnan(value):
+            return "NaN is not JSON"
+        if math.isinf(value):
+            return f"{value} is not JSON"
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return "-0.0 does not survive a JSON round trip (it reads back as 0)"
+        return None
+    if isinstance(value, bool | int | float | str):
+        return f"{_describe(value)} is a subclass of {_builtin_base(kind)}; pass a plain value"
+    return f"{_describe(value)} is not a JSON value"
+
+
+def _builtin_base(kind: type) -> str:
+    for base in kind.__mro__:
+        if base in (bool, int, float, str, dict, list, tuple):
+            return base.__name__
+    return "object"
+
+
+def check_json(value: object, *, event_type: str | None = None, path: str = "$") -> None:
+    """Walk ``value`` iteratively and raise on the first non-lossless part.
+
+    No recursion: arbitrarily deep input is refused at :data:`MAX_DEPTH` with its path,
+    never with ``RecursionError``. Cycles are named as cycles.
+
+    :raises LosslessJsonError: with ``json_path`` and ``event_type`` set.
+    """
+    # Stack entries: (value, path parts, depth); the exit marker pops an active container.
+    active: set[int] = set()
+    stack: list[tuple[object, tuple[str | int, ...], int, bool]] = [(value, (), 0, False)]
+    while stack:
+        item, parts, depth, leaving = stack.pop()
+        if leaving:
+            active.discard(id(item))
+            continue
+        kind = type(item)
+        if kind is dict or kind is list or kind is tuple:
+            if id(item) in active:
+                raise LosslessJsonError(
+                    "the value contains itself (a reference cycle)",
+                    json_path=format_path(list(parts), path),
+                    event_type=event_type,
+                )
+            if depth >= MAX_DEPTH:  # depth counts containers above this one
+                raise LosslessJsonError(
+                    f"nesting deeper than {MAX_DEPTH} levels",
+                    json_path=format_path(list(parts), path),
+                    event_type=event_type,
+                )
+            active.add(id(item))
+            stack.append((item, parts, depth, True))
+            if kind is dict:
+                assert isinstance(item, dict)
+                for key, child in reversed(item.items()):
+                    if type(key) is not str:
+                        raise LosslessJsonError(
+                            f"dict key {key!r} has type {_describe(key)}, not str",
+                            json_path=format_path(list(parts), path),
+                            event_type=event_type,
+                        )
+                    key_problem = _scalar_problem(key)
+                    if key_problem is not None:
+                        raise LosslessJsonError(
+                            f"dict key {key!r}: {key_problem}",
+                            json_path=format_path(list(parts), path),
+                            event_type=event_type,
+                        )
+                    stack.append((child, (*parts, key), depth + 1, False))
+            else:
+                assert isinstance(item, list | tuple)
+                for index in range(len(item) - 1, -1, -1):
+                    stack.append((item[index], (*parts, index), depth + 1, False))
+            continue
+        if kind is dict or isinstance(item, dict | list | tuple):
+            problem: str | None = (
+                f"{_describe(item)} is a subclass of {_builtin_base(kind)}; pass a plain dict/list"
+            )
+        else:
+            problem = _scalar_problem(item)
+        if problem is not None:
+            raise LosslessJsonError(
+                problem, json_path=format_path(list(parts), path), event_type=event_type
+            )
