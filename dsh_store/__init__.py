@@ -7,7 +7,7 @@ The package root re-exports the public API. Heavy modules load on first use so t
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     ConcurrentModificationError,
@@ -24,10 +24,50 @@ from .errors import (
     WriterBrokenError,
 )
 
+if TYPE_CHECKING:
+    from .migrate import MigrationResult, migrate_file, migrate_store, upgrade
+    from .model import (
+        SESSION_FORMAT_VERSION,
+        Session,
+        SessionEvent,
+        SessionHeader,
+        build_fork_seed,
+        fold_request_header,
+        fold_surface,
+        interrupted_closers,
+    )
+    from .restore import FileReport, Inspection, classify, examine, read_log
+    from .store import AsyncLiveSession, JsonlStore, LiveSession, RepairPlan, repair_file
+    from .verify import verify_path
+
 __version__ = "0.1.0"
 
 # Public name -> defining module, imported lazily by __getattr__.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "SESSION_FORMAT_VERSION": ".model",
+    "Session": ".model",
+    "SessionEvent": ".model",
+    "SessionHeader": ".model",
+    "build_fork_seed": ".model",
+    "fold_request_header": ".model",
+    "fold_surface": ".model",
+    "interrupted_closers": ".model",
+    "AsyncLiveSession": ".store",
+    "JsonlStore": ".store",
+    "LiveSession": ".store",
+    "RepairPlan": ".store",
+    "repair_file": ".store",
+    "FileReport": ".restore",
+    "Inspection": ".restore",
+    "classify": ".restore",
+    "examine": ".restore",
+    "read_log": ".restore",
+    "verify_path": ".verify",
+    "MigrationResult": ".migrate",
+    "migrate_file": ".migrate",
+    "migrate_store": ".migrate",
+    "upgrade": ".migrate",
+}
 
 __all__ = [
     "ConcurrentModificationError",

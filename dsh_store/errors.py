@@ -105,12 +105,17 @@ class LosslessJsonError(DshStoreError, ValueError):
 class EventValidationError(DshStoreError, ValueError):
     """An event breaks an envelope, lifecycle or vocabulary rule of the v4 model.
 
-    ``rule`` is a short stable rule name that tests and tools can match.
+    ``rule`` is a short stable rule name that tests and tools can match; ``detail`` is
+    the message without the location prefix.
     """
 
     rule: str
     seq: int | None
     event_type: str | None
+    path: str | None
+    line: int | None
+    offset: int | None
+    detail: str
 
     def __init__(
         self,
@@ -157,7 +162,9 @@ class CorruptLogError(DshStoreError):
     path: str
     line: int | None
     offset: int | None
+    seq: int | None
     rule: str
+    detail: str
 
     def __init__(
         self,
@@ -185,6 +192,10 @@ class CorruptLogError(DshStoreError):
 class UnsupportedVersionError(DshStoreError):
     """The log's format version is newer than this library (or older with no upgrade path)."""
 
+    path: str
+    version: object
+    supported: int
+
     def __init__(self, path: str, version: object, supported: int) -> None:
         if isinstance(version, int) and not isinstance(version, bool) and version > supported:
             advice = "written by a newer writer; upgrade dsh-store"
@@ -205,6 +216,14 @@ class MigrationRefusedError(DshStoreError):
     ``rule`` is the refusal rule (e.g. ``surface before first step``), ``seq`` and
     ``event_type`` locate the offending source event, ``edge`` names the step (``"2->3"``).
     """
+
+    rule: str
+    path: str | None
+    seq: int | None
+    event_type: str | None
+    edge: str | None
+    line: int | None
+    detail: str
 
     def __init__(
         self,

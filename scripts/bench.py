@@ -1,17 +1,32 @@
 """Performance benchmarks, reported as ratios to baselines measured in the same run.
 
-Usage: ``python scripts/bench.py {model,store,migrate,cli,all}``. See docs/performance.md.
+Usage: ``python scripts/bench.py GROUP...`` with GROUP in model, store, migrate, cli or
+all. Each group lives in ``scripts/bench_<group>.py`` and exposes ``run(quick: bool)``.
+Nothing here asserts a time: the tables go to docs/performance.md.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
+from pathlib import Path
+
+GROUPS = ("model", "store", "migrate", "cli")
 
 
 def main(argv: list[str]) -> int:
-    """Run the named benchmark groups and print their ratios."""
-    print("no benchmark groups yet", file=sys.stderr)
-    return 2
+    """Run the named benchmark groups and print their ratio tables."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("groups", nargs="+", choices=(*GROUPS, "all"))
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller inputs")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    selected = GROUPS if "all" in args.groups else tuple(args.groups)
+    for group in selected:
+        module = importlib.import_module(f"bench_{group}")
+        module.run(quick=args.quick)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,350 @@
+"""The write-behind batching algorithm as a sans-I/O state machine.
+
+:class:`WriteBehindController` decides *when* queued lines are written and *which*
+lines form a batch; it never sleeps, reads a clock or touches a file. Drivers
+(:mod:`dsh_store.jsonl.writebehind`) feed it inputs with the current time and
+carry out the actions it returns:
+
+* :class:`StartWrite` — write these lines now (at most one write is in flight);
+* :class:`ArmTimer` / :class:`CancelTimer` — call :meth:`~WriteBehindController.timer_fired`
+  at this monotonic time / no timer is needed;
+* :class:`ResolveFlushes` — these flush or close waiters are done, with this error or none;
+* :class:`ReportBackgroundFailure` — a write nobody waits on failed (log it once);
+* :class:`Closed` — the queue is drained after ``close``; release the writer.
+
+Rules (DESIGN §5): a fixed window starts when the queue goes from empty to
+non-empty and later events do not move it (window 0 writes as soon as the
+previous write finished); a batch starts early once ``max_batch_events`` or
+``max_batch_bytes`` are queued; events arriving during a write keep or get their
+own deadline; ``flush`` is a shared barrier that drains everything, including
+events added while it runs; a failed background write goes back to the front of
+the queue and automatic writes pause until the next event or flush; a failure of
+a write the barrier started is reported to every waiter, and the batch stays.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from dsh_store.errors import EventValidationError
+
+__all__ = [
+    "Action",
+    "ArmTimer",
+    "CancelTimer",
+    "Closed",
+    "ReportBackgroundFailure",
+    "ResolveFlushes",
+    "StartWrite",
+    "WriteBehindController",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StartWrite:
+    """Write ``lines`` (seqs ``first_seq .. last_seq``, ``nbytes`` bytes) now."""
+
+    lines: list[bytes]
+    first_seq: int
+    last_seq: int
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTimer:
+    """Call ``timer_fired`` once the clock reaches ``deadline`` (replaces any earlier timer)."""
+
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    """No timer is needed any more."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveFlushes:
+    """Wake the flush/close waiters ``tokens``: done if ``error`` is None, else failed with it."""
+
+    tokens: tuple[int, ...]
+    error: BaseException | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportBackgroundFailure:
+    """A background write of seqs ``first_seq .. last_seq`` failed; it will be retried later."""
+
+    error: BaseException
+    first_seq: int
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """``close`` finished draining; the driver may release the writer and its lock."""
+
+
+Action = StartWrite | ArmTimer | CancelTimer | ResolveFlushes | ReportBackgroundFailure | Closed
+
+
+@dataclass(slots=True)
+class _Batch:
+    items: list[tuple[int, bytes]]
+    nbytes: int
+    background: bool  # started by the window or size trigger, not by a barrier
+
+
+class WriteBehindController:
+    """Sans-I/O write-behind queue of one session (see the module docstring for the rules).
+
+    :param window_s: fixed batching window in seconds (0 = no intentional wait).
+    :param max_batch_events: a batch starts early, and is cut, at this many events.
+    :param max_batch_bytes: a batch starts early, and is cut, at this many bytes
+        (a single larger line still forms a batch of its own).
+    :param max_pending_bytes: cap on queued plus in-flight bytes; see :meth:`has_room`.
+    :param durable_seq: highest seq already durable (None for an empty log); the
+        next enqueued seq must follow it.
+    """
+
+    def __init__(
+        self,
+        *,
+        window_s: float = 0.05,
+        max_batch_events: int | None = None,
+        max_batch_bytes: int | None = None,
+        max_pending_bytes: int | None = None,
+        durable_seq: int | None = None,
+    ) -> None:
+        if window_s < 0:
+            raise ValueError(f"window_s must be >= 0, got {window_s}")
+        for name, limit in (
+            ("max_batch_events", max_batch_events),
+            ("max_batch_bytes", max_batch_bytes),
+            ("max_pending_bytes", max_pending_bytes),
+        ):
+            if limit is not None and limit < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {limit}")
+        self.window_s = window_s
+        self.max_batch_events = max_batch_events
+        self.max_batch_bytes = max_batch_bytes
+        self.max_pending_bytes = max_pending_bytes
+        self._queue: deque[tuple[int, bytes]] = deque()
+        self._queue_bytes = 0
+        self._in_flight: _Batch | None = None
+        self._deadline: float | None = None
+        self._armed: float | None = None
+        self._paused = False
+        self._waiters: list[int] = []
+        self._next_token = 0
+        self._closing = False
+        self._closed = False
+        self._last_seq = durable_seq
+        self.durable_seq = durable_seq
+        """Highest seq known durable (None before the first write)."""
+        self.failure: BaseException | None = None
+        """Error of the latest failed write; cleared by the next successful write."""
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held in memory: queued plus in flight."""
+        return self._queue_bytes + (self._in_flight.nbytes if self._in_flight else 0)
+
+    @property
+    def pending_count(self) -> int:
+        """Events not yet durable: queued plus in flight."""
+        return len(self._queue) + (len(self._in_flight.items) if self._in_flight else 0)
+
+    @property
+    def writing(self) -> bool:
+        """True while a write is in flight."""
+        return self._in_flight is not None
+
+    @property
+    def paused(self) -> bool:
+        """True after a failed background write, until the next event or flush."""
+        return self._paused
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` drained the queue."""
+        return self._closed
+
+    @property
+    def timer_deadline(self) -> float | None:
+        """The timer the driver should have armed, or None."""
+        return self._armed
+
+    def pending_items(self) -> list[tuple[int, bytes]]:
+        """``(seq, line)`` of every event not yet durable, in seq order (nothing is dropped)."""
+        head = self._in_flight.items if self._in_flight else []
+        return [*head, *self._queue]
+
+    def has_room(self, nbytes: int) -> bool:
+        """Tell whether a line of ``nbytes`` may be queued now, or the producer must wait.
+
+        An empty queue always has room, so a line larger than the cap still passes.
+
+        :raises BaseException: the pending failure, when the cap is reached while
+            automatic writes are paused: waiting would never end; ``flush`` retries.
+        """
+        limit = self.max_pending_bytes
+        pending = self.pending_bytes
+        if limit is None or pending == 0 or pending + nbytes <= limit:
+            return True
+        if self._paused and self.failure is not None:
+            raise self.failure
+        return False
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def enqueue(self, seq: int, line: bytes, now: float) -> list[Action]:
+        """Queue one event line; ``seq`` must follow the previous one.
+
+        :raises ValueError: the controller is closing or closed.
+        :raises EventValidationError: ``seq`` does not continue the queue
+            (rule ``append-seq-mismatch``).
+        """
+        if self._closing or self._closed:
+            raise ValueError("the write-behind queue is closed; no more events are accepted")
+        expected = 0 if self._last_seq is None else self._last_seq + 1
+        if seq != expected:
+            raise EventValidationError(
+                f"append seq mismatch: expected seq {expected}, got {seq}",
+                rule="append-seq-mismatch",
+                seq=seq,
+            )
+        was_empty = not self._queue
+        self._queue.append((seq, line))
+        self._queue_bytes += len(line)
+        self._last_seq = seq
+        if self._paused:
+            # The next event resumes automatic writes: a fresh window for old + new.
+            self._paused = False
+            self._deadline = now + self.window_s
+        elif was_empty:
+            self._deadline = now + self.window_s
+        if self._in_flight is not None and not self._waiters and self._armed is None:
+            return []  # hot path during a write: nothing can start and no timer is armed
+        return self._pump(now, [])
+
+    def timer_fired(self, now: float) -> list[Action]:
+        """The armed timer expired (a stale or early call is harmless)."""
+        self._armed = None
+        return self._pump(now, [])
+
+    def write_succeeded(self, now: float) -> list[Action]:
+        """The batch of the last :class:`StartWrite` is durable."""
+        batch = self._take_in_flight()
+        self.durable_seq = batch.items[-1][0]
+        self.failure = None
+        out: list[Action] = []
+        if self._waiters and not self._queue:
+            self._finish_barrier(None, out)
+        return self._pump(now, out)
+
+    def write_failed(self, error: BaseException, now: float) -> list[Action]:
+        """The batch of the last :class:`StartWrite` was not written; it goes back in front."""
+        batch = self._take_in_flight()
+        self._queue.extendleft(reversed(batch.items))
+        self._queue_bytes += batch.nbytes
+        self.failure = error
+        out: list[Action] = []
+        if batch.background:
+            out.append(ReportBackgroundFailure(error, batch.items[0][0], batch.items[-1][0]))
+        if self._waiters and batch.background:
+            return self._pump(now, out)  # a barrier is waiting: it retries this batch once
+        if self._waiters:
+            self._finish_barrier(error, out)
+        self._paused = True
+        self._deadline = None
+        return self._pump(now, out)
+
+    def flush(self, now: float) -> tuple[int, list[Action]]:
+        """Start (or join) the barrier; the returned token is resolved when all is durable."""
+        token = self._new_token()
+        if not self._queue and self._in_flight is None:
+            return token, [ResolveFlushes((token,), None)]
+        self._waiters.append(token)
+        self._paused = False
+        return token, self._pump(now, [])
+
+    def close(self, now: float) -> tuple[int, list[Action]]:
+        """Refuse new events, drain like :meth:`flush`, then emit :class:`Closed`.
+
+        If the drain fails, the token is resolved with the error and the queue
+        accepts events again (the close can be retried).
+        """
+        if self._closed:
+            token = self._new_token()
+            return token, [ResolveFlushes((token,), None)]
+        self._closing = True
+        token, out = self.flush(now)
+        if not self._queue and self._in_flight is None and not self._waiters:
+            self._closing = False
+            self._closed = True
+            out.append(Closed())
+        return token, out
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _new_token(self) -> int:
+        self._next_token += 1
+        return self._next_token
+
+    def _take_in_flight(self) -> _Batch:
+        batch = self._in_flight
+        if batch is None:
+            raise RuntimeError("no write is in flight")
+        self._in_flight = None
+        return batch
+
+    def _finish_barrier(self, error: BaseException | None, out: list[Action]) -> None:
+        tokens, self._waiters = tuple(self._waiters), []
+        out.append(ResolveFlushes(tokens, error))
+        if not self._closing:
+            return
+        self._closing = False
+        if error is None:
+            self._closed = True
+            out.append(Closed())
+
+    def _due(self, now: float) -> bool:
+        if self._waiters or self.window_s == 0:
+            return True
+        if self.max_batch_events is not None and len(self._queue) >= self.max_batch_events:
+            return True
+        if self.max_batch_bytes is not None and self._queue_bytes >= self.max_batch_bytes:
+            return True
+        return self._deadline is not None and now >= self._deadline
+
+    def _pump(self, now: float, out: list[Action]) -> list[Action]:
+        idle = self._in_flight is None and bool(self._queue) and not self._paused
+        if idle and self._due(now):
+            out.append(self._start_write())
+            idle = False
+        wanted = self._deadline if idle and not self._waiters else None
+        if wanted != self._armed:
+            self._armed = wanted
+            out.append(CancelTimer() if wanted is None else ArmTimer(wanted))
+        return out
+
+    def _start_write(self) -> StartWrite:
+        limit_events = self.max_batch_events or len(self._queue)
+        limit_bytes = self.max_batch_bytes
+        items: list[tuple[int, bytes]] = []
+        nbytes = 0
+        queue = self._queue
+        while queue and len(items) < limit_events:
+            size = len(queue[0][1])
+            if limit_bytes is not None and items and nbytes + size > limit_bytes:
+                break
+            items.append(queue.popleft())
+            nbytes += size
+        self._queue_bytes -= nbytes
+        if not queue:
+            self._deadline = None  # the remainder, if any, keeps its (possibly past) deadline
+        self._in_flight = _Batch(items, nbytes, background=not self._waiters)
+        return StartWrite([line for _, line in items], items[0][0], items[-1][0], nbytes)

@@ -1,0 +1,50 @@
+"""Named crash points for the write path, used by the SIGKILL crash tests.
+
+A failpoint does nothing unless the environment variable ``DSH_STORE_FAILPOINT``
+names it when this module is first imported. An armed failpoint kills the
+current process with ``SIGKILL`` — no cleanup, no buffered output, exactly what a
+power cut or an OOM kill leaves behind. ``DSH_STORE_FAILPOINT_SKIP=N`` lets the
+first ``N`` hits pass and kills on hit ``N + 1``.
+
+The names in use are listed in :data:`FAILPOINTS` and in ``docs/format-writing.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+__all__ = ["FAILPOINTS", "armed", "failpoint"]
+
+FAILPOINTS: tuple[str, ...] = (
+    "materialize.after-temp-write",
+    "materialize.before-link",
+    "materialize.after-link",
+    "append.before-write",
+    "append.partial-write",
+    "append.after-write",
+    "append.before-fsync",
+    "append.after-fsync",
+    "rollback.before-truncate",
+)
+"""Every failpoint name the write path passes through."""
+
+# Read once: the hot path then costs one comparison against None.
+_ARMED: str | None = os.environ.get("DSH_STORE_FAILPOINT") or None
+_skip_remaining: int = int(os.environ.get("DSH_STORE_FAILPOINT_SKIP", "0") or "0")
+
+
+def armed(name: str) -> bool:
+    """Tell whether ``name`` is the failpoint selected for this process."""
+    return _ARMED is not None and name == _ARMED
+
+
+def failpoint(name: str) -> None:
+    """Kill this process with SIGKILL if ``name`` is the armed failpoint (after the skips)."""
+    global _skip_remaining
+    if _ARMED is None or name != _ARMED:
+        return
+    if _skip_remaining > 0:
+        _skip_remaining -= 1
+        return
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,334 @@
+"""Durable writes of session logs: publish a new log, append batches with rollback.
+
+This module deals in line bytes only (each line ends with ``b"\\n"``); it never
+parses them. The protocol is described in ``docs/format-writing.md``:
+
+* :func:`materialize` publishes header + first batch atomically: exclusive temp
+  file, write, fsync, ``os.link`` (never overwrites), directory fsync.
+* :class:`LogWriter` appends one batch with one ``write`` loop and one ``fsync``,
+  after checking that the file is still exactly what this handle last wrote; on
+  any failure it truncates back to the pre-batch size.
+
+``OSError`` from the disk is re-raised unchanged (callers can match ``errno``),
+except where the condition has a typed meaning: an existing log
+(:class:`SessionExistsError`), a changed log (:class:`ConcurrentModificationError`)
+and a failed rollback (:class:`WriterBrokenError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from dsh_store.errors import (
+    ConcurrentModificationError,
+    EventValidationError,
+    SessionExistsError,
+    WriterBrokenError,
+)
+from dsh_store.jsonl.failpoints import armed, failpoint
+from dsh_store.jsonl.layout import DIR_MODE, FILE_MODE, decode_session_id, temp_path
+
+__all__ = ["LogWriter", "fsync_dir", "make_dirs", "materialize"]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory so that names created or removed in it survive power loss."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(path: str | os.PathLike[str]) -> list[Path]:
+    """Create ``path`` and its missing parents with mode 0700; return the levels created.
+
+    After creating each level, the parent directory is fsynced so the new name is
+    durable; if that fails, the level is removed again and the error raised. Levels
+    created concurrently by someone else are accepted if they are directories.
+    Existing levels are left untouched (their mode is not changed).
+    """
+    target = Path(path)
+    missing: list[Path] = []
+    probe = target
+    while not probe.is_dir():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    created: list[Path] = []
+    for level in reversed(missing):
+        try:
+            os.mkdir(level, DIR_MODE)
+        except FileExistsError:
+            if not level.is_dir():
+                raise
+            continue
+        try:
+            os.chmod(level, DIR_MODE)  # the umask must not widen or narrow 0700
+            fsync_dir(level.parent)
+        except BaseException:
+            # Take the name back so a retry creates it again and fsyncs its parent.
+            with contextlib.suppress(OSError):
+                os.rmdir(level)
+            raise
+        created.append(level)
+    return created
+
+
+def _write_all(fd: int, data: bytes, *, torn_failpoint: str | None = None) -> None:
+    """Write every byte of ``data`` to ``fd``, looping over short writes."""
+    view = memoryview(data)
+    if torn_failpoint is not None and armed(torn_failpoint) and len(view) > 1:
+        # Crash tests: put half the bytes on disk, then maybe die, leaving a torn tail.
+        written = os.write(fd, view[: len(view) // 2])
+        view = view[written:]
+        failpoint(torn_failpoint)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "write() made no progress", None)
+        view = view[written:]
+
+
+def _session_id_for(path: Path) -> str:
+    name = path.parent.name
+    return decode_session_id(name) or name
+
+
+def materialize(
+    path: str | os.PathLike[str],
+    header_line: bytes,
+    first_batch: Sequence[bytes],
+    *,
+    session_id: str | None = None,
+) -> LogWriter:
+    """Publish a new log holding ``header_line`` and ``first_batch``; return its writer.
+
+    Missing directories are created (0700, each parent fsynced). The bytes go to an
+    exclusive temp file ``<name>.<random>.tmp`` (0600) in the same directory, which
+    is fsynced, hard-linked to ``path`` and removed; the directory is fsynced after
+    the link. A crash at any point leaves either no log or the complete log (and
+    perhaps an orphan temp file, which readers ignore). The first batch holds seqs
+    ``0 .. len(first_batch) - 1``, so the returned writer expects seq
+    ``len(first_batch)`` next.
+
+    :param session_id: used in error messages; defaults to the decoded directory name.
+    :raises SessionExistsError: ``path`` already exists; it is never overwritten.
+    :raises ValueError: ``first_batch`` is empty (an empty log is never published).
+    :raises OSError: the disk refused; nothing is left under ``path``.
+    """
+    final = Path(path)
+    if not first_batch:
+        raise ValueError("materialize needs a non-empty first batch: a log is never empty")
+    session = session_id if session_id is not None else _session_id_for(final)
+    make_dirs(final.parent)
+    if os.path.lexists(final):
+        raise SessionExistsError(session, str(final))
+    data = b"".join((header_line, *first_batch))
+    temp = temp_path(final, secrets.token_hex(6))
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, FILE_MODE)
+    try:
+        try:
+            os.fchmod(fd, FILE_MODE)  # independent of the umask
+            _write_all(fd, data)
+            failpoint("materialize.after-temp-write")
+            os.fsync(fd)
+            identity = os.fstat(fd)
+        finally:
+            os.close(fd)
+        failpoint("materialize.before-link")
+        try:
+            os.link(temp, final)
+        except FileExistsError as error:
+            raise SessionExistsError(session, str(final)) from error
+        failpoint("materialize.after-link")
+        try:
+            fsync_dir(final.parent)
+        except BaseException:
+            # Not durable as a name: take it back rather than report a half-success.
+            _unlink_if_same(final, identity)
+            raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+    writer = LogWriter.open(final, expected_size=len(data), next_seq=len(first_batch))
+    if (writer.identity[0], writer.identity[1]) != (identity.st_dev, identity.st_ino):
+        writer.close()
+        raise ConcurrentModificationError(
+            str(final), "the log was replaced right after it was published"
+        )
+    return writer
+
+
+def _unlink_if_same(path: Path, identity: os.stat_result) -> None:
+    with contextlib.suppress(OSError):
+        if os.path.samestat(os.stat(path), identity):
+            os.unlink(path)
+
+
+class LogWriter:
+    """Append handle of one existing log: batch append with tail check and rollback.
+
+    The writer remembers the size and inode it last wrote and the next seq it
+    expects. Before every append it checks, with one ``fstat`` and one ``stat`` of
+    the path, that the file still has that size and identity and that the path
+    still names it; anything else raises :class:`ConcurrentModificationError`
+    before a byte is written. The handle is not thread-safe; one thread (the
+    write-behind worker) uses it at a time.
+
+    Attributes: ``path``; ``size`` (bytes known durable); ``next_seq``;
+    ``pending`` (lines of the last batch that failed, empty after a success);
+    ``pending_first_seq``; ``broken`` / ``broken_cause`` (a rollback failed; every
+    call now raises :class:`WriterBrokenError`).
+    """
+
+    def __init__(self, path: Path, fd: int, *, size: int, next_seq: int) -> None:
+        """Wrap an open ``O_APPEND`` descriptor; use :meth:`open` or :func:`materialize`."""
+        info = os.fstat(fd)
+        self.path = path
+        self.identity: tuple[int, int] = (info.st_dev, info.st_ino)
+        self.size = size
+        self.next_seq = next_seq
+        self.pending: list[bytes] = []
+        self.pending_first_seq: int | None = None
+        self.broken_cause: str | None = None
+        self._fd: int | None = fd
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, expected_size: int, next_seq: int) -> LogWriter:
+        """Open an existing log for appending; the caller read it and knows its size and next seq.
+
+        :raises ConcurrentModificationError: the file is missing, not a regular file,
+            or its size is not ``expected_size``.
+        """
+        log = Path(path)
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
+        except FileNotFoundError as error:
+            raise ConcurrentModificationError(str(log), "the log file no longer exists") from error
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ConcurrentModificationError(str(log), "the log is not a regular file")
+            if info.st_size != expected_size:
+                raise ConcurrentModificationError(
+                    str(log), f"size is {info.st_size} bytes, expected {expected_size}"
+                )
+            return cls(log, fd, size=expected_size, next_seq=next_seq)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def broken(self) -> bool:
+        """True once a rollback failed; the handle then refuses every call."""
+        return self.broken_cause is not None
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._fd is None
+
+    def append(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
+        """Append one batch durably; returns only after ``fsync`` succeeded.
+
+        ``lines`` carry seqs ``first_seq .. last_seq``, which must continue the log.
+        On any failure the file is truncated back to its pre-batch size and fsynced,
+        ``pending`` keeps the batch for a retry, and the original error is raised.
+
+        :raises EventValidationError: the seqs do not continue the log (rule
+            ``append-seq-mismatch``); nothing is written.
+        :raises ConcurrentModificationError: the file changed under this handle.
+        :raises WriterBrokenError: this or an earlier rollback failed.
+        :raises OSError: the disk refused the batch; the file is back to its old size.
+        """
+        fd = self._usable_fd()
+        self._check_seqs(lines, first_seq, last_seq)
+        self._check_tail(fd)
+        before = self.size
+        data = b"".join(lines)
+        try:
+            failpoint("append.before-write")
+            _write_all(fd, data, torn_failpoint="append.partial-write")
+            failpoint("append.after-write")
+            failpoint("append.before-fsync")
+            os.fsync(fd)
+        except BaseException as error:
+            self.pending = list(lines)
+            self.pending_first_seq = first_seq
+            self._rollback(fd, before, error)
+            raise
+        failpoint("append.after-fsync")
+        self.size = before + len(data)
+        self.next_seq = last_seq + 1
+        self.pending = []
+        self.pending_first_seq = None
+
+    def close(self) -> None:
+        """Close the descriptor; idempotent. Unwritten ``pending`` lines stay readable."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _usable_fd(self) -> int:
+        if self.broken_cause is not None:
+            raise WriterBrokenError(str(self.path), self.broken_cause)
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the log writer is closed")
+        return self._fd
+
+    def _check_seqs(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
+        if first_seq != self.next_seq or last_seq - first_seq + 1 != len(lines) or not lines:
+            raise EventValidationError(
+                f"append seq mismatch: the log continues at seq {self.next_seq}, got a batch "
+                f"of {len(lines)} line(s) for seqs {first_seq}..{last_seq}",
+                rule="append-seq-mismatch",
+                seq=first_seq,
+                path=str(self.path),
+            )
+
+    def _check_tail(self, fd: int) -> None:
+        info = os.fstat(fd)
+        try:
+            named: os.stat_result | None = os.stat(self.path)
+        except FileNotFoundError:
+            named = None
+        if named is None:
+            if info.st_nlink == 0:
+                self._refuse("the log file was deleted")
+            self._refuse("the log file was removed from its path")
+        if (named.st_dev, named.st_ino) != self.identity:
+            self._refuse("another file was put in place of the log")
+        if info.st_size != self.size:
+            self._refuse(f"size is {info.st_size} bytes, this writer last left {self.size}")
+
+    def _refuse(self, detail: str) -> NoReturn:
+        raise ConcurrentModificationError(str(self.path), detail)
+
+    def _rollback(self, fd: int, before: int, error: BaseException) -> None:
+        try:
+            failpoint("rollback.before-truncate")
+            os.ftruncate(fd, before)
+            os.fsync(fd)
+        except BaseException as rollback_error:
+            self.broken_cause = (
+                f"append failed with {error!r}, then truncating back to {before} bytes "
+                f"failed with {rollback_error!r}"
+            )
+            raise WriterBrokenError(str(self.path), self.broken_cause) from rollback_error

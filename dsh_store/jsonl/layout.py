@@ -1,0 +1,206 @@
+"""Where session logs live on disk: directory and file names (see ``docs/format-writing.md``).
+
+Layout of a store root::
+
+    <root>/--<projectKey>--/<encodedId>/session.v4.jsonl   (sessions with a cwd)
+    <root>/_no-cwd/<encodedId>/session.v4.jsonl            (sessions without one)
+
+Older generations share the session directory: ``session.jsonl`` (format 0) and
+``session.vN.jsonl``. The single-writer lock is ``session.lock`` beside them.
+This module only computes names; it never touches the disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "CURRENT_VERSION",
+    "DIR_MODE",
+    "FILE_MODE",
+    "LOCK_NAME",
+    "LOG_NAME",
+    "NAME_MAX",
+    "NO_CWD_DIR",
+    "decode_session_id",
+    "encode_session_id",
+    "generation_name",
+    "generation_version",
+    "is_temp_name",
+    "log_path",
+    "project_dir",
+    "project_key",
+    "session_dir",
+    "temp_path",
+]
+
+CURRENT_VERSION = 4
+"""The session format version this library writes."""
+
+NAME_MAX = 255
+"""Longest file name (in bytes) the common POSIX file systems accept."""
+
+DIR_MODE = 0o700
+"""Mode of every directory the store creates."""
+
+FILE_MODE = 0o600
+"""Mode of every file the store creates."""
+
+LOCK_NAME = "session.lock"
+"""Name of the single-writer lock file inside a session directory (never deleted)."""
+
+NO_CWD_DIR = "_no-cwd"
+"""Project directory of sessions that have no working directory."""
+
+_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+_SEPARATORS = frozenset(b"/\\:")
+_PROJECT_SLUG_MAX = 251  # 251 + the four wrapping dashes = NAME_MAX
+# Hashed session-directory names: readable prefix + "~~" + sha256 hex. "~~" never
+# occurs in a plain encoding (every "~" there starts a four-digit escape).
+_HASH_MARK = "~~"
+_HASH_PREFIX_MAX = NAME_MAX - len(_HASH_MARK) - 64
+_ESCAPE = re.compile(r"~([0-9A-F]{4})")
+_GENERATION = re.compile(r"session(?:\.v([1-9][0-9]*))?\.jsonl")
+
+
+def _code_units(text: str) -> list[int]:
+    """UTF-16 code units of ``text``; lone surrogates pass through as themselves."""
+    raw = text.encode("utf-16-le", "surrogatepass")
+    return [raw[i] | (raw[i + 1] << 8) for i in range(0, len(raw), 2)]
+
+
+def _escape_units(text: str) -> str:
+    parts: list[str] = []
+    for unit in _code_units(text):
+        parts.append(chr(unit) if unit in _SAFE else f"~{unit:04X}")
+    return "".join(parts)
+
+
+def project_key(cwd: str | None) -> str:
+    """Name of the project directory for ``cwd`` (DSH's definition; deliberately lossy).
+
+    Each run of ``/``, ``\\`` and ``:`` becomes one ``-``; ``[A-Za-z0-9._-]`` stays;
+    every other UTF-16 code unit becomes ``~XXXX``; leading dashes are stripped, an
+    empty slug becomes ``root``, the slug is cut at 251 characters and returned as
+    ``--slug--``. Without a cwd the answer is ``_no-cwd``.
+    """
+    if cwd is None:
+        return NO_CWD_DIR
+    parts: list[str] = []
+    in_separator_run = False
+    for unit in _code_units(cwd):
+        if unit in _SEPARATORS:
+            if not in_separator_run:
+                parts.append("-")
+            in_separator_run = True
+            continue
+        in_separator_run = False
+        parts.append(chr(unit) if unit in _SAFE else f"~{unit:04X}")
+    slug = "".join(parts).lstrip("-") or "root"
+    return f"--{slug[:_PROJECT_SLUG_MAX]}--"
+
+
+def encode_session_id(session_id: str) -> str:
+    """Name of the session directory for ``session_id``: injective and traversal-proof.
+
+    Code units in ``[A-Za-z0-9._-]`` stay literal; every other UTF-16 code unit
+    (including ``~``, ``/``, NUL and lone surrogates) becomes ``~XXXX``. The ids
+    ``.`` and ``..`` are written fully escaped. When the result would exceed
+    :data:`NAME_MAX` bytes, the name becomes a readable prefix (cut at an escape
+    boundary) followed by ``~~`` and the SHA-256 hex digest of the full encoding;
+    such names cannot collide with unhashed ones, and two of them collide only if
+    SHA-256 does.
+
+    :raises ValueError: ``session_id`` is empty.
+    """
+    if not session_id:
+        raise ValueError("a session id must not be empty")
+    if session_id in (".", ".."):
+        return "~002E" * len(session_id)
+    encoded = _escape_units(session_id)
+    if len(encoded) <= NAME_MAX:
+        return encoded
+    cut = _HASH_PREFIX_MAX
+    tilde = encoded.rfind("~", max(0, cut - 4), cut)
+    if tilde != -1:
+        cut = tilde  # keep the prefix free of half an escape
+    digest = hashlib.sha256(encoded.encode("ascii")).hexdigest()
+    return f"{encoded[:cut]}{_HASH_MARK}{digest}"
+
+
+def decode_session_id(name: str) -> str | None:
+    """Invert :func:`encode_session_id` for unhashed names; ``None`` for any other name.
+
+    A hashed (over-long) name cannot be inverted; its id is read from the log header.
+    """
+    if not name or _HASH_MARK in name:
+        return None
+    units: list[int] = []
+    index = 0
+    while index < len(name):
+        char = name[index]
+        if char == "~":
+            match = _ESCAPE.match(name, index)
+            if match is None:
+                return None
+            units.append(int(match.group(1), 16))
+            index = match.end()
+        elif ord(char) in _SAFE:
+            units.append(ord(char))
+            index += 1
+        else:
+            return None
+    raw = b"".join(unit.to_bytes(2, "little") for unit in units)
+    session_id = raw.decode("utf-16-le", "surrogatepass")
+    return session_id if encode_session_id(session_id) == name else None
+
+
+def project_dir(root: str | os.PathLike[str], cwd: str | None) -> Path:
+    """Directory holding every session of the project ``cwd`` under ``root``."""
+    return Path(root) / project_key(cwd)
+
+
+def session_dir(root: str | os.PathLike[str], session_id: str, cwd: str | None) -> Path:
+    """Directory of one session: ``<root>/<projectKey>/<encodedId>``."""
+    return project_dir(root, cwd) / encode_session_id(session_id)
+
+
+def generation_name(version: int) -> str:
+    """File name of the log generation written in format ``version``.
+
+    Version 0 is ``session.jsonl``; every later version ``N`` is ``session.vN.jsonl``.
+    """
+    if version < 0:
+        raise ValueError(f"a format version is non-negative, got {version}")
+    return "session.jsonl" if version == 0 else f"session.v{version}.jsonl"
+
+
+def generation_version(name: str) -> int | None:
+    """Format version encoded in a log file name, or ``None`` if ``name`` is not a log."""
+    match = _GENERATION.fullmatch(name)
+    if match is None:
+        return None
+    return int(match.group(1)) if match.group(1) else 0
+
+
+LOG_NAME = generation_name(CURRENT_VERSION)
+"""File name of the current-format log: ``session.v4.jsonl``."""
+
+
+def log_path(root: str | os.PathLike[str], session_id: str, cwd: str | None) -> Path:
+    """Path of the current-format log of a session."""
+    return session_dir(root, session_id, cwd) / LOG_NAME
+
+
+def temp_path(final: str | os.PathLike[str], token: str) -> Path:
+    """Temporary sibling of ``final`` used while publishing it: ``<final>.<token>.tmp``."""
+    final_path = Path(final)
+    return final_path.with_name(f"{final_path.name}.{token}.tmp")
+
+
+def is_temp_name(name: str) -> bool:
+    """Tell whether ``name`` is a leftover publishing temp file (readers ignore these)."""
+    return name.endswith(".tmp") and name.count(".") >= 2

@@ -1,0 +1,298 @@
+"""Physical rows of a session log: the header line, event rows and V0/V1 packed chunk rows.
+
+This module judges single lines and decoded JSON objects; it never reads files and never
+builds model objects. :mod:`dsh_store.jsonl.scan` applies it line by line.
+
+Header rule (*version first*): the header's ``version`` is read before anything else about
+the header is judged, so a log from a newer writer is always reported as unsupported, never
+as damaged. Decisions for values the upstream format leaves open:
+
+- no ``version`` key, or a ``version`` that is not a JSON number (string, bool, null, ...):
+  :class:`~dsh_store.errors.NotASessionError` -- the line does not claim to be a versioned
+  session header at all;
+- a number above :data:`CURRENT_VERSION` (integral floats such as ``5.0`` included):
+  :class:`~dsh_store.errors.UnsupportedVersionError` ("upgrade dsh-store");
+- any other number that is not one of the integers 0-4 (negative, fractional, or an
+  integral float such as ``4.0``, which no DSH writer produces):
+  :class:`~dsh_store.errors.UnsupportedVersionError` ("no upgrade path");
+- a first line without its final ``\\n`` (torn): NotASessionError, after the version check.
+  DSH publishes header and first batch atomically, so a torn header never comes from a
+  crash of a DSH writer; the file is refused and never "repaired" to a new header.
+
+Header *shape* problems (missing or mistyped fields, unknown or retired fields) do not raise
+here: they become :class:`Finding` objects in :attr:`HeaderInfo.findings`, because some real
+V0 logs lack ``delegationDepth`` and whether that is acceptable is a model/migration decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from ..errors import NotASessionError, UnsupportedVersionError
+from ..jsonvalue import MAX_SAFE_INTEGER
+
+__all__ = [
+    "BOM",
+    "CURRENT_VERSION",
+    "PACKED_ROW_TYPES",
+    "Finding",
+    "HeaderInfo",
+    "is_packed_row",
+    "packed_row_count",
+    "packed_row_problem",
+    "read_header_line",
+    "row_problem",
+]
+
+CURRENT_VERSION: Final = 4
+"""The newest session format version this library reads and writes."""
+
+BOM: Final = b"\xef\xbb\xbf"
+"""UTF-8 byte order mark; DSH never writes one, a reader reports and skips it."""
+
+PACKED_ROW_TYPES: Final = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+"""Row tags of V0/V1 packed ``assistant/chunk`` runs (no slash, so never an event type)."""
+
+LAST_PACKED_VERSION: Final = 1
+"""Packed chunk rows are valid only in logs of this version or older."""
+
+_PACKED_ENVELOPE_KEYS: Final = frozenset({"type", "seq0", "time0", "data"})
+_TEXT_DATA_KEYS: Final = frozenset({"turn", "step", "index", "dt", "texts"})
+_TOOL_DATA_KEYS: Final = frozenset({"turn", "step", "index", "id", "dt", "args"})
+
+_OLD_HEADER_REQUIRED: Final = ("type", "version", "id", "createdAt", "delegationDepth")
+_OLD_HEADER_OPTIONAL: Final = frozenset(
+    {"cwd", "parentSession", "seedLength", "origin", "agentPreset"}
+)
+_NEW_HEADER_REQUIRED: Final = ("type", "version", "id", "createdAt", "isSeeded", "delegationDepth")
+_NEW_HEADER_OPTIONAL: Final = frozenset({"cwd", "parentSession", "origin", "agentPreset"})
+_RETIRED_HEADER_FIELDS: Final = ("sandboxMode", "approvalPolicy")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem a reader noticed: a stable rule name, a message and where it is.
+
+    ``line`` is the 1-based physical line, ``offset`` the byte offset of that line's start,
+    ``seq`` the logical seq involved (the expected one for sequence defects); each is None
+    when it does not apply.
+    """
+
+    rule: str
+    message: str
+    line: int | None = None
+    offset: int | None = None
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class HeaderInfo:
+    """The decoded first line of a session log.
+
+    ``value`` is the parsed header object, ``raw`` its bytes without BOM and line ending,
+    ``size`` the number of bytes the physical line occupies (BOM and newline included),
+    ``findings`` the shape problems and framing oddities noticed on it.
+    """
+
+    version: int
+    value: dict[str, Any]
+    raw: bytes
+    size: int
+    findings: list[Finding] = field(default_factory=list)
+
+
+def read_header_line(line: bytes, *, path: str) -> HeaderInfo:
+    """Decode the first physical line of a log (including its ``\\n`` when present).
+
+    Raises :class:`NotASessionError` when the line is not a session header and
+    :class:`UnsupportedVersionError` when its version cannot be read by this library;
+    see the module docstring for the exact order of checks.
+    """
+    findings: list[Finding] = []
+    size = len(line)
+    body = line
+    if body.startswith(BOM):
+        body = body[len(BOM) :]
+        findings.append(Finding("bom", "file starts with a UTF-8 byte order mark (skipped)", 1, 0))
+    terminated = body.endswith(b"\n")
+    if terminated:
+        body = body[:-1]
+    if b"\n" in body:
+        raise NotASessionError(path, "the header must be exactly one line")
+    if body.endswith(b"\r"):
+        body = body[:-1]
+        findings.append(Finding("crlf", "header line ends in CRLF (DSH writes LF only)", 1, 0))
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        if terminated:
+            raise NotASessionError(path, "the first line is not valid JSON") from None
+        raise NotASessionError(
+            path, "the first line is incomplete (the file ends inside its header, no newline)"
+        ) from None
+    if type(value) is not dict:
+        raise NotASessionError(path, "the first line is not a JSON object")
+    if value.get("type") != "session":
+        raise NotASessionError(
+            path, f"the first line has type {value.get('type')!r}, expected 'session'"
+        )
+    version = _check_version(value, path)
+    if not terminated:
+        raise NotASessionError(
+            path, "the header line has no final newline (the file ends inside its header)"
+        )
+    findings.extend(_header_shape_findings(value, version))
+    return HeaderInfo(version=version, value=value, raw=body, size=size, findings=findings)
+
+
+def _check_version(header: dict[str, Any], path: str) -> int:
+    """Return the header's version as an int in 0..CURRENT_VERSION or raise."""
+    if "version" not in header:
+        raise NotASessionError(path, "the session header has no 'version'")
+    version = header["version"]
+    if type(version) not in (int, float):
+        raise NotASessionError(path, f"the session header's version {version!r} is not a number")
+    if version > CURRENT_VERSION:
+        shown = int(version) if type(version) is float and version.is_integer() else version
+        raise UnsupportedVersionError(path, shown, CURRENT_VERSION)
+    if type(version) is not int or version < 0:
+        raise UnsupportedVersionError(path, version, CURRENT_VERSION)
+    return int(version)
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
+
+
+def _header_shape_findings(header: dict[str, Any], version: int) -> list[Finding]:
+    """Compare the header with the physical header table of its version."""
+    old = version <= LAST_PACKED_VERSION
+    required = _OLD_HEADER_REQUIRED if old else _NEW_HEADER_REQUIRED
+    optional = _OLD_HEADER_OPTIONAL if old else _NEW_HEADER_OPTIONAL
+    problems: list[tuple[str, str]] = []
+    for key in required:
+        if key not in header:
+            problems.append(("header-missing-field", f"header lacks required {key!r}"))
+    for key in _RETIRED_HEADER_FIELDS:
+        if key in header:
+            problems.append(("header-retired-field", f"header carries retired field {key!r}"))
+    known = set(required) | optional | set(_RETIRED_HEADER_FIELDS)
+    for key in header:
+        if key not in known:
+            problems.append(
+                ("header-unknown-field", f"header field {key!r} is not part of version {version}")
+            )
+    checks: dict[str, tuple[bool, str]] = {
+        "id": (isinstance(header.get("id"), str) and header.get("id") != "", "a non-empty string"),
+        "createdAt": (_is_count(header.get("createdAt")), "a non-negative safe integer"),
+        "delegationDepth": (
+            _is_count(header.get("delegationDepth")),
+            "a non-negative safe integer",
+        ),
+        "isSeeded": (type(header.get("isSeeded")) is bool, "a boolean"),
+        "seedLength": (_is_count(header.get("seedLength")), "a non-negative safe integer"),
+        "cwd": (isinstance(header.get("cwd"), str), "a string"),
+        "parentSession": (isinstance(header.get("parentSession"), str), "a string"),
+        "origin": (header.get("origin") == "subagent", "'subagent'"),
+        "agentPreset": (isinstance(header.get("agentPreset"), str), "a string"),
+    }
+    for key, (ok, expected) in checks.items():
+        if key in header and key in known and not ok:
+            problems.append(
+                ("header-field-type", f"header {key!r} is {header[key]!r}, expected {expected}")
+            )
+    return [Finding(rule, message, 1, 0) for rule, message in problems]
+
+
+def is_packed_row(value: object) -> bool:
+    """True when ``value`` is tagged as a V0/V1 packed chunk row (shape not checked)."""
+    return type(value) is dict and value.get("type") in PACKED_ROW_TYPES
+
+
+def packed_row_count(value: dict[str, Any]) -> int:
+    """Number of logical ``assistant/chunk`` events a valid packed row stands for."""
+    data = value["data"]
+    members = data["args"] if value["type"] == "tool-call-chunks" else data["texts"]
+    return len(members)
+
+
+def packed_row_problem(value: dict[str, Any]) -> str | None:
+    """Describe why a packed-row-tagged object is malformed, or None when it is valid.
+
+    Valid means: envelope exactly ``{type, seq0, time0, data}`` with integer ``seq0`` and
+    ``time0``; ``data`` exactly ``{turn, step, index, dt, texts}`` (text and reasoning) or
+    ``{turn, step, index, id, name?, dt, args}`` (tool calls); at least one string member
+    and ``len(dt) == members - 1`` integer gaps.
+    """
+    if set(value) != _PACKED_ENVELOPE_KEYS:
+        return f"packed row envelope keys {sorted(value)} are not exactly type/seq0/time0/data"
+    if type(value["seq0"]) is not int or type(value["time0"]) is not int:
+        return "packed row seq0/time0 must be integers"
+    data = value["data"]
+    if type(data) is not dict:
+        return "packed row data is not an object"
+    tool = value["type"] == "tool-call-chunks"
+    keys = set(data)
+    if tool:
+        keys.discard("name")
+        if "name" in data and not isinstance(data["name"], str):
+            return "packed row data.name must be a string"
+        if not isinstance(data.get("id"), str):
+            return "packed row data.id must be a string"
+    if keys != (_TOOL_DATA_KEYS if tool else _TEXT_DATA_KEYS):
+        return f"packed row data keys {sorted(data)} do not match the {value['type']} layout"
+    for key in ("turn", "step", "index"):
+        if type(data[key]) is not int:
+            return f"packed row data.{key} must be an integer"
+    members = data["args" if tool else "texts"]
+    if type(members) is not list or not members or not all(type(m) is str for m in members):
+        return "packed row members must be a non-empty list of strings"
+    gaps = data["dt"]
+    if type(gaps) is not list or not all(type(g) is int for g in gaps):
+        return "packed row data.dt must be a list of integers"
+    if len(gaps) != len(members) - 1:
+        return f"packed row has {len(members)} members but {len(gaps)} time gaps"
+    return None
+
+
+def row_problem(value: object, version: int) -> tuple[str, str] | None:
+    """Check the physical envelope of one decoded row of a log of ``version``.
+
+    Returns ``(rule, message)`` for a malformed row (rule ``bad-row``) or None. Sequence
+    continuity is not judged here: the caller compares ``seq``/``seq0`` with its count.
+    """
+    if type(value) is not dict:
+        return "bad-row", f"row is a JSON {_json_kind(value)}, not an object"
+    row_type = value.get("type")
+    if row_type in PACKED_ROW_TYPES:
+        if version > LAST_PACKED_VERSION:
+            return (
+                "bad-row",
+                f"packed chunk row {row_type!r} is not allowed in a version {version} log",
+            )
+        problem = packed_row_problem(value)
+        return None if problem is None else ("bad-row", problem)
+    if type(row_type) is not str:
+        return "bad-row", "row has no string 'type'"
+    if type(value.get("seq")) is not int:
+        return "bad-row", f"row {row_type!r} has no integer 'seq'"
+    if type(value.get("time")) is not int:
+        return "bad-row", f"row {row_type!r} has no integer 'time'"
+    if "data" not in value:
+        return "bad-row", f"row {row_type!r} has no 'data'"
+    return None
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"

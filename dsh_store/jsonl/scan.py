@@ -1,0 +1,383 @@
+"""Streaming scan of a session log file under the committed-region rule.
+
+:class:`LogScanner` reads a log in large chunks and yields the rows of its *committed
+prefix*: the header followed by every complete, well-formed row whose seq continues the
+running count. At the first defect (unparsable line, malformed row, seq gap or duplicate,
+a last line without ``\\n``) it stops yielding and only looks ahead for a later complete
+line holding a ``turn/end`` event:
+
+- found: the defect lies inside committed history and the scan raises
+  :class:`~dsh_store.errors.CorruptLogError` for the first defect;
+- not found: the defect and every byte after it are the crash tail (:class:`TornTail`).
+
+Lines ending in CRLF are accepted (the ``\\r`` is dropped from ``raw``) and reported once as
+a ``crlf`` finding; a leading UTF-8 BOM is skipped and reported as ``bom``. The scanner never
+writes, and it reads at most the size the file had when the scan started, so a concurrent
+appender can only make the view shorter, never inconsistent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any, NamedTuple
+
+import orjson
+
+from ..errors import CorruptLogError
+from .rows import (
+    PACKED_ROW_TYPES,
+    Finding,
+    HeaderInfo,
+    packed_row_count,
+    read_header_line,
+    row_problem,
+)
+
+__all__ = ["DEFAULT_CHUNK_SIZE", "Finding", "LogScanner", "ScannedRow", "TornTail"]
+
+DEFAULT_CHUNK_SIZE = 1 << 20
+"""Bytes per read; memory use is about one chunk plus the longest line."""
+
+_TURN_END_MARK = b'"turn/end"'
+_PACKED = PACKED_ROW_TYPES
+
+
+class ScannedRow(NamedTuple):
+    """One accepted row of the committed prefix.
+
+    ``line`` is the 1-based physical line, ``offset`` the byte offset of the line start,
+    ``raw`` the line bytes without the line ending, ``value`` the decoded object,
+    ``first_seq``/``seq_count`` the logical seqs it covers (``seq_count`` > 1 only for a
+    V0/V1 packed chunk row, which is passed through unexpanded).
+    """
+
+    line: int
+    offset: int
+    raw: bytes
+    value: dict[str, Any]
+    first_seq: int
+    seq_count: int
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """The crash tail: bytes ``[offset, offset + length)`` that are not part of the log.
+
+    ``line`` is the physical line where it starts, ``seq`` the seq the next row should have
+    carried, ``rule`` the defect that starts it and ``reason`` a readable description.
+    """
+
+    offset: int
+    length: int
+    line: int
+    reason: str
+    seq: int
+    rule: str
+
+
+class _Defect(NamedTuple):
+    rule: str
+    message: str
+    line: int
+    offset: int
+    seq: int
+
+
+class LogScanner:
+    """Stream the committed prefix of one session log file (see the module docstring).
+
+    Nothing is opened until :meth:`rows` or :meth:`read_header` is called. The summary
+    properties (:attr:`torn`, :attr:`committed_size`, :attr:`event_count`,
+    :attr:`findings`) are final once :meth:`rows` has been exhausted; each call of
+    :meth:`rows` rescans the file from the start.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, chunk_size: int = DEFAULT_CHUNK_SIZE):
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be positive")
+        self.path = os.fspath(path)
+        self._chunk_size = chunk_size
+        self._reset()
+
+    def _reset(self) -> None:
+        self._header: HeaderInfo | None = None
+        self._torn: TornTail | None = None
+        self._committed_size = 0
+        self._event_count = 0
+        self._findings: list[Finding] = []
+        self._file_size = 0
+        self._stat: os.stat_result | None = None
+        self._finished = False
+
+    # -- results -----------------------------------------------------------------------
+
+    @property
+    def header(self) -> HeaderInfo | None:
+        """The decoded header line; None for an empty (0-byte) file or before any read."""
+        return self._header
+
+    @property
+    def empty(self) -> bool:
+        """True when the file was 0 bytes long at the last scan (never materialized)."""
+        return self._stat is not None and self._file_size == 0
+
+    @property
+    def torn(self) -> TornTail | None:
+        """The crash tail found by the last complete scan, or None."""
+        return self._torn
+
+    @property
+    def committed_size(self) -> int:
+        """Bytes of the committed prefix: the header plus every accepted line."""
+        return self._committed_size
+
+    @property
+    def event_count(self) -> int:
+        """Logical events in the committed prefix (packed rows count all their members)."""
+        return self._event_count
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every problem noticed: header shape, BOM, CRLF and the crash tail, in file order."""
+        return list(self._findings)
+
+    @property
+    def file_size(self) -> int:
+        """Size of the file when the scan opened it (the bytes that were looked at)."""
+        return self._file_size
+
+    @property
+    def stat(self) -> os.stat_result | None:
+        """``fstat`` of the file taken when the last scan opened it."""
+        return self._stat
+
+    @property
+    def finished(self) -> bool:
+        """True once :meth:`rows` ran to the end of the file without raising."""
+        return self._finished
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read_header(self) -> HeaderInfo | None:
+        """Read and decode only the first line; None for an empty file.
+
+        Raises NotASessionError / UnsupportedVersionError like :meth:`rows`.
+        """
+        self._reset()
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self._stat = os.fstat(fd)
+            self._file_size = self._stat.st_size
+            if self._file_size == 0:
+                return None
+            parts: list[bytes] = []
+            remaining = self._file_size
+            step = min(self._chunk_size, 64 * 1024)
+            while remaining > 0:
+                block = os.read(fd, min(step, remaining))
+                if not block:
+                    break
+                remaining -= len(block)
+                cut = block.find(b"\n")
+                if cut >= 0:
+                    parts.append(block[: cut + 1])
+                    break
+                parts.append(block)
+        finally:
+            os.close(fd)
+        self._header = read_header_line(b"".join(parts), path=self.path)
+        self._findings.extend(self._header.findings)
+        return self._header
+
+    def exhaust(self) -> LogScanner:
+        """Scan the whole file, discarding rows (for summaries only); returns self."""
+        for _ in self.rows():
+            pass
+        return self
+
+    def rows(self) -> Iterator[ScannedRow]:
+        """Yield the committed rows; raise CorruptLogError for committed corruption."""
+        self._reset()
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self._stat = os.fstat(fd)
+            self._file_size = self._stat.st_size
+            if self._file_size == 0:
+                self._finished = True
+                return
+            yield from self._scan(fd)
+        finally:
+            os.close(fd)
+
+    def _chunks(self, fd: int) -> Iterator[bytes]:
+        remaining = self._file_size
+        size = self._chunk_size
+        while remaining > 0:
+            block = os.read(fd, min(size, remaining))
+            if not block:  # the file shrank under us; what was read stays consistent
+                self._file_size -= remaining
+                return
+            remaining -= len(block)
+            yield block
+
+    def _batches(self, fd: int, tail: list[bytes]) -> Iterator[tuple[list[bytes], bool]]:
+        """Yield the complete lines of each chunk (without ``\\n``) and whether any has a CR.
+
+        The unterminated rest of the file is left in ``tail``. One list per chunk keeps the
+        per-line cost of the hot loop to the parse itself.
+        """
+        carry: list[bytes] = []
+        for block in self._chunks(fd):
+            if b"\n" not in block:
+                carry.append(block)
+                continue
+            if carry:
+                carry.append(block)
+                block = b"".join(carry)
+            parts = block.split(b"\n")
+            rest = parts.pop()
+            carry = [rest] if rest else []
+            # JSON text never holds a raw CR, so lines only need a CRLF check when one shows up.
+            yield parts, b"\r" in block
+        tail.append(b"".join(carry))
+
+    def _scan(self, fd: int) -> Iterator[ScannedRow]:
+        tail: list[bytes] = []
+        batches = self._batches(fd, tail)
+        first_batch = next(batches, None)
+        if first_batch is None:
+            header = read_header_line(tail[0], path=self.path)
+        else:
+            header = read_header_line(first_batch[0][0] + b"\n", path=self.path)
+            batches = chain([(first_batch[0][1:], first_batch[1])], batches)
+        self._header = header
+        self._findings.extend(header.findings)
+        version = header.version
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        new_row = tuple.__new__
+        offset = header.size
+        line_no = 1
+        expected = 0
+        crlf_count = 0
+        crlf_first: tuple[int, int] | None = None
+        defect: _Defect | None = None
+        rest: list[bytes] = []
+        for parts, has_cr in batches:
+            batch_start = line_no
+            for raw in parts:
+                line_no += 1
+                length = len(raw) + 1
+                if has_cr and raw.endswith(b"\r"):
+                    raw = raw[:-1]
+                    crlf_count += 1
+                    if crlf_first is None:
+                        crlf_first = (line_no, offset)
+                try:
+                    value = loads(raw)
+                except decode_error:
+                    defect = _Defect(
+                        "unparsable-line", "line is not valid JSON", line_no, offset, expected
+                    )
+                    break
+                # Fast path for an ordinary event row; anything unusual takes row_problem().
+                if (
+                    type(value) is dict
+                    and value.get("seq") == expected
+                    and type(value.get("seq")) is int
+                    and type(value.get("type")) is str
+                    and type(value.get("time")) is int
+                    and "data" in value
+                    and value["type"] not in _PACKED
+                ):
+                    yield new_row(ScannedRow, (line_no, offset, raw, value, expected, 1))
+                    expected += 1
+                    offset += length
+                    continue
+                problem = row_problem(value, version)
+                if problem is not None:
+                    defect = _Defect(problem[0], problem[1], line_no, offset, expected)
+                    break
+                packed = value.get("type") in _PACKED
+                first_seq = value["seq0"] if packed else value["seq"]
+                if first_seq != expected:
+                    rule = "seq-gap" if first_seq > expected else "seq-duplicate"
+                    message = f"expected seq {expected}, found {first_seq}"
+                    defect = _Defect(rule, message, line_no, offset, expected)
+                    break
+                count = packed_row_count(value) if packed else 1
+                yield ScannedRow(line_no, offset, raw, value, expected, count)
+                expected += count
+                offset += length
+            if defect is not None:
+                rest = parts[line_no - batch_start :]
+                break
+
+        self._committed_size = offset
+        self._event_count = expected
+        if defect is not None:
+            later = chain(rest, chain.from_iterable(parts for parts, _ in batches))
+            self._look_for_commit(later, defect, line_no)
+        if crlf_first is not None:
+            self._findings.append(
+                Finding(
+                    "crlf",
+                    f"{crlf_count} line(s) end in CRLF; DSH writes LF only (accepted)",
+                    crlf_first[0],
+                    crlf_first[1],
+                )
+            )
+        fragment = tail[0] if first_batch is not None else b""
+        if defect is None and fragment:
+            defect = _Defect(
+                "torn-line",
+                f"the last line has no newline ({len(fragment)} byte(s) cut off)",
+                line_no + 1,
+                offset,
+                expected,
+            )
+        if defect is not None:
+            self._torn = TornTail(
+                offset=defect.offset,
+                length=self._file_size - defect.offset,
+                line=defect.line,
+                reason=defect.message,
+                seq=defect.seq,
+                rule=defect.rule,
+            )
+            self._findings.append(
+                Finding(
+                    "torn-tail",
+                    f"crash tail of {self._file_size - defect.offset} byte(s) from line "
+                    f"{defect.line}: {defect.message} [{defect.rule}]",
+                    defect.line,
+                    defect.offset,
+                    defect.seq,
+                )
+            )
+        self._finished = True
+
+    def _look_for_commit(self, lines: Iterable[bytes], defect: _Defect, line_no: int) -> None:
+        """Raise CorruptLogError if a complete line after the defect holds a ``turn/end``."""
+        loads = orjson.loads
+        for raw in lines:
+            line_no += 1
+            if _TURN_END_MARK not in raw:
+                continue
+            try:
+                value = loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if type(value) is dict and value.get("type") == "turn/end":
+                raise CorruptLogError(
+                    self.path,
+                    f"{defect.message} [{defect.rule}]; the turn/end at line {line_no} "
+                    "shows this region was committed",
+                    line=defect.line,
+                    offset=defect.offset,
+                    seq=defect.seq,
+                    rule=defect.rule,
+                )

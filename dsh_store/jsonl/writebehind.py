@@ -1,0 +1,396 @@
+"""Drivers of the write-behind controller: a worker thread, and asyncio.
+
+Both translate :class:`~dsh_store.jsonl.batching.WriteBehindController` actions into
+real timers and real writes; the batching rules live only in the controller. The
+``sink`` is called once per batch as ``sink(lines, first_seq, last_seq)`` and must
+return only when the batch is durable (``LogWriter.append`` does). A sink error
+leaves the batch queued: :meth:`flush` retries it and raises a second failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+
+from dsh_store.jsonl.batching import (
+    Action,
+    ArmTimer,
+    CancelTimer,
+    Closed,
+    ReportBackgroundFailure,
+    ResolveFlushes,
+    StartWrite,
+    WriteBehindController,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BATCH_BYTES",
+    "DEFAULT_MAX_BATCH_EVENTS",
+    "DEFAULT_MAX_PENDING_BYTES",
+    "DEFAULT_WINDOW_S",
+    "AsyncWriteBehind",
+    "Sink",
+    "ThreadWriteBehind",
+]
+
+Sink = Callable[[Sequence[bytes], int, int], None]
+"""``sink(lines, first_seq, last_seq)``: write one batch durably or raise."""
+
+DEFAULT_WINDOW_S = 0.05
+DEFAULT_MAX_BATCH_EVENTS = 10_000
+DEFAULT_MAX_BATCH_BYTES = 8 << 20
+DEFAULT_MAX_PENDING_BYTES = 64 << 20
+
+_log = logging.getLogger(__name__)
+
+
+def _log_background_failure(action: ReportBackgroundFailure) -> None:
+    _log.warning(
+        "background write of seqs %d..%d failed (%r); the batch stays queued and is retried "
+        "with the next event or flush",
+        action.first_seq,
+        action.last_seq,
+        action.error,
+    )
+
+
+class ThreadWriteBehind:
+    """Write-behind queue whose writes run on one background thread.
+
+    :meth:`enqueue` never waits for the disk, except at ``max_pending_bytes``
+    where it blocks until a write frees room. :meth:`flush` returns once every
+    event enqueued before or during it is durable. :meth:`close` drains and stops
+    the thread. All methods are thread-safe.
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_batch_events: int | None = DEFAULT_MAX_BATCH_EVENTS,
+        max_batch_bytes: int | None = DEFAULT_MAX_BATCH_BYTES,
+        max_pending_bytes: int | None = DEFAULT_MAX_PENDING_BYTES,
+        durable_seq: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        name: str = "dsh-store-write-behind",
+    ) -> None:
+        self._sink = sink
+        self._clock = clock
+        self._ctrl = WriteBehindController(
+            window_s=window_s,
+            max_batch_events=max_batch_events,
+            max_batch_bytes=max_batch_bytes,
+            max_pending_bytes=max_pending_bytes,
+            durable_seq=durable_seq,
+        )
+        self._cond = threading.Condition()
+        self._write: StartWrite | None = None
+        self._deadline: float | None = None
+        self._results: dict[int, BaseException | None] = {}
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def durable_seq(self) -> int | None:
+        """Highest seq made durable (None before the first write)."""
+        return self._ctrl.durable_seq
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Error of the latest failed write; None once a later write succeeded."""
+        return self._ctrl.failure
+
+    def pending_items(self) -> list[tuple[int, bytes]]:
+        """``(seq, line)`` of every event not yet durable."""
+        with self._cond:
+            return self._ctrl.pending_items()
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held in memory (queued plus in flight); bounded by ``max_pending_bytes``."""
+        return self._ctrl.pending_bytes
+
+    def enqueue(self, seq: int, line: bytes) -> None:
+        """Queue one line; blocks only while ``max_pending_bytes`` is reached.
+
+        :raises EventValidationError: ``seq`` does not follow the previous one.
+        :raises ValueError: the queue is closed.
+        :raises Exception: the pending write failure, when the cap is reached while
+            automatic writes are paused (call :meth:`flush` to retry).
+        """
+        with self._cond:
+            while not self._ctrl.has_room(len(line)):
+                self._cond.wait()
+            self._apply(self._ctrl.enqueue(seq, line, self._clock()))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until everything enqueued so far (and meanwhile) is durable.
+
+        :raises TimeoutError: ``timeout`` seconds passed first; the flush goes on.
+        :raises Exception: the write failure; the failed batch stays queued.
+        """
+        with self._cond:
+            token, actions = self._ctrl.flush(self._clock())
+            self._apply(actions)
+            self._wait(token, timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Drain the queue, then stop the worker thread; idempotent.
+
+        :raises Exception: the drain failed; the queue stays open and usable.
+        """
+        with self._cond:
+            if not self._stopped:
+                token, actions = self._ctrl.close(self._clock())
+                self._apply(actions)
+                self._wait(token, timeout)
+        self._thread.join()
+
+    def __enter__(self) -> ThreadWriteBehind:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _wait(self, token: int, timeout: float | None) -> None:
+        if not self._cond.wait_for(lambda: token in self._results, timeout):
+            raise TimeoutError(f"write-behind flush did not finish within {timeout} s")
+        error = self._results.pop(token)
+        if error is not None:
+            raise error
+
+    def _apply(self, actions: list[Action]) -> None:
+        wake = False
+        for action in actions:
+            if isinstance(action, StartWrite):
+                self._write = action
+                wake = True
+            elif isinstance(action, ArmTimer):
+                self._deadline = action.deadline
+                wake = True
+            elif isinstance(action, CancelTimer):
+                self._deadline = None
+            elif isinstance(action, ResolveFlushes):
+                for token in action.tokens:
+                    self._results[token] = action.error
+                wake = True
+            elif isinstance(action, ReportBackgroundFailure):
+                _log_background_failure(action)
+            elif isinstance(action, Closed):
+                self._stopped = True
+                wake = True
+        if wake:
+            self._cond.notify_all()
+
+    def _next_write(self) -> StartWrite | None:
+        """Wait (lock held) for a write to start, firing timers; None once stopped."""
+        while True:
+            if self._write is not None:
+                write, self._write = self._write, None
+                return write
+            if self._stopped:
+                return None
+            if self._deadline is None:
+                self._cond.wait()
+                continue
+            now = self._clock()
+            if now >= self._deadline:
+                self._deadline = None
+                self._apply(self._ctrl.timer_fired(now))
+            else:
+                self._cond.wait(self._deadline - now)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                write = self._next_write()
+            if write is None:
+                return
+            error: BaseException | None = None
+            try:
+                self._sink(write.lines, write.first_seq, write.last_seq)
+            except BaseException as caught:  # the worker must survive to report it
+                error = caught
+            with self._cond:
+                now = self._clock()
+                if error is None:
+                    self._apply(self._ctrl.write_succeeded(now))
+                else:
+                    self._apply(self._ctrl.write_failed(error, now))
+                self._cond.notify_all()  # producers waiting for room
+
+
+class AsyncWriteBehind:
+    """The asyncio twin of :class:`ThreadWriteBehind`: same rules, coroutine API.
+
+    Timers are event-loop timers; each batch is written by ``sink`` in an
+    executor (``loop.run_in_executor``), so the event loop never waits on the
+    disk. Use it from one event loop only.
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_batch_events: int | None = DEFAULT_MAX_BATCH_EVENTS,
+        max_batch_bytes: int | None = DEFAULT_MAX_BATCH_BYTES,
+        max_pending_bytes: int | None = DEFAULT_MAX_PENDING_BYTES,
+        durable_seq: int | None = None,
+        executor: Executor | None = None,
+    ) -> None:
+        self._sink = sink
+        self._executor = executor
+        self._ctrl = WriteBehindController(
+            window_s=window_s,
+            max_batch_events=max_batch_events,
+            max_batch_bytes=max_batch_bytes,
+            max_pending_bytes=max_pending_bytes,
+            durable_seq=durable_seq,
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._room_waiters: list[asyncio.Future[None]] = []
+        self._write_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def durable_seq(self) -> int | None:
+        """Highest seq made durable (None before the first write)."""
+        return self._ctrl.durable_seq
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Error of the latest failed write; None once a later write succeeded."""
+        return self._ctrl.failure
+
+    def pending_items(self) -> list[tuple[int, bytes]]:
+        """``(seq, line)`` of every event not yet durable."""
+        return self._ctrl.pending_items()
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held in memory (queued plus in flight); bounded by ``max_pending_bytes``."""
+        return self._ctrl.pending_bytes
+
+    async def enqueue(self, seq: int, line: bytes) -> None:
+        """Queue one line; awaits only while ``max_pending_bytes`` is reached.
+
+        Raises as :meth:`ThreadWriteBehind.enqueue` does.
+        """
+        loop = self._bind()
+        while not self._ctrl.has_room(len(line)):
+            room: asyncio.Future[None] = loop.create_future()
+            self._room_waiters.append(room)
+            await room
+        self._apply(self._ctrl.enqueue(seq, line, loop.time()))
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Return once everything enqueued so far (and meanwhile) is durable.
+
+        :raises TimeoutError: ``timeout`` seconds passed first; the flush goes on.
+        :raises Exception: the write failure; the failed batch stays queued.
+        """
+        loop = self._bind()
+        token, actions = self._ctrl.flush(loop.time())
+        await self._wait(loop, token, actions, timeout)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Drain the queue, then stop accepting events; idempotent.
+
+        :raises Exception: the drain failed; the queue stays open and usable.
+        """
+        if self._closed:
+            return
+        loop = self._bind()
+        token, actions = self._ctrl.close(loop.time())
+        await self._wait(loop, token, actions, timeout)
+
+    async def __aenter__(self) -> AsyncWriteBehind:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("an AsyncWriteBehind is bound to the event loop that first used it")
+        return loop
+
+    async def _wait(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        token: int,
+        actions: list[Action],
+        timeout: float | None,
+    ) -> None:
+        done: asyncio.Future[None] = loop.create_future()
+        self._waiters[token] = done  # before applying: the answer may already be in `actions`
+        self._apply(actions)
+        if timeout is None:
+            await done
+        else:
+            await asyncio.wait_for(asyncio.shield(done), timeout)
+
+    def _apply(self, actions: list[Action]) -> None:
+        loop = self._loop
+        assert loop is not None
+        for action in actions:
+            if isinstance(action, StartWrite):
+                self._write_task = loop.create_task(self._write(loop, action))
+            elif isinstance(action, ArmTimer):
+                self._cancel_timer()
+                self._timer = loop.call_at(action.deadline, self._on_timer)
+            elif isinstance(action, CancelTimer):
+                self._cancel_timer()
+            elif isinstance(action, ResolveFlushes):
+                for token in action.tokens:
+                    self._resolve(token, action.error)
+            elif isinstance(action, ReportBackgroundFailure):
+                _log_background_failure(action)
+            elif isinstance(action, Closed):
+                self._closed = True
+
+    def _resolve(self, token: int, error: BaseException | None) -> None:
+        done = self._waiters.pop(token, None)
+        if done is None or done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        loop = self._loop
+        assert loop is not None
+        self._apply(self._ctrl.timer_fired(loop.time()))
+
+    async def _write(self, loop: asyncio.AbstractEventLoop, write: StartWrite) -> None:
+        try:
+            await loop.run_in_executor(
+                self._executor, self._sink, write.lines, write.first_seq, write.last_seq
+            )
+        except Exception as error:
+            self._apply(self._ctrl.write_failed(error, loop.time()))
+        else:
+            self._apply(self._ctrl.write_succeeded(loop.time()))
+        rooms, self._room_waiters = self._room_waiters, []
+        for room in rooms:
+            if not room.done():
+                room.set_result(None)

@@ -1,0 +1,587 @@
+"""The live v4 :class:`Session`: an append-only, validated event log."""
+
+from __future__ import annotations
+
+import logging
+import time as _time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import orjson
+
+from ._checks import fail, is_count, is_text
+from .events import (
+    SessionEvent,
+    SurfaceOp,
+    check_envelope,
+    encode_line,
+    make_event,
+    normalize_source_seqs,
+    parse_surface_op,
+)
+from .header import SessionHeader
+from .lifecycle import LifecycleState
+from .messages import project
+from .shapes import EventFacts, check_payload
+from .surface import SurfaceManager, SurfaceView
+from .vocabulary import KNOWN_TYPES
+
+__all__ = ["Clock", "EventInput", "Listener", "Session"]
+
+logger = logging.getLogger("dsh_store.model")
+
+Clock = Callable[[], int]
+"""Returns the current time as integer epoch milliseconds."""
+
+Listener = Callable[[SessionEvent], None]
+"""Called once per committed event, after the whole append committed."""
+
+
+class EventInput(NamedTuple):
+    """One proposed event for :meth:`Session.append_many`."""
+
+    type: str
+    data: Any
+    surface_op: SurfaceOp | Mapping[str, Any] | None = None
+    source_event_seqs: Sequence[int] | None = None
+    ignorable: bool = False
+
+
+def _wall_clock() -> int:
+    return int(_time.time() * 1000)
+
+
+class _Candidate(NamedTuple):
+    type: str
+    data: Any
+    op: SurfaceOp | None
+    sources: tuple[int, ...] | None
+    ignorable: bool
+    facts: EventFacts
+    span: tuple[int, int] | None
+
+
+class Session:
+    """An append-only log of validated :class:`SessionEvent` values for one session.
+
+    Build one with :meth:`create` (new or seeded) or :meth:`from_restore` (stored log).
+    Every append is validated against the envelope, payload, lifecycle and surface rules
+    before anything changes; the committed event's line bytes are its immutable snapshot.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_context_seq",
+        "_events",
+        "_events_view",
+        "_header",
+        "_header_seq",
+        "_lifecycle",
+        "_listeners",
+        "_projected",
+        "_projected_generation",
+        "_projected_nodes",
+        "_publishing",
+        "_surface",
+        "first_live_seq",
+        "inherited_event_count",
+    )
+
+    def __init__(self, header: SessionHeader, clock: Clock | None) -> None:
+        """Internal: use :meth:`create` or :meth:`from_restore`."""
+        if type(header) is not SessionHeader:
+            fail("session-header", "header must be a SessionHeader", seq=None, event_type=None)
+        self._header = header
+        self._clock: Clock = clock if clock is not None else _wall_clock
+        self._events: list[SessionEvent] = []
+        self._events_view: tuple[SessionEvent, ...] | None = ()
+        self._lifecycle = LifecycleState()
+        self._surface = SurfaceManager()
+        self._listeners: list[Listener] = []
+        self._publishing = False
+        self._header_seq: int | None = None
+        self._context_seq: int | None = None
+        self._projected: list[Any] = []
+        self._projected_nodes = 0
+        self._projected_generation = 0
+        self.inherited_event_count = 0
+        self.first_live_seq = 0
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        id: str,
+        *,
+        seed: Iterable[SessionEvent] | None = None,
+        header: SessionHeader | None = None,
+        inherited_event_count: int = 0,
+        clock: Clock | None = None,
+    ) -> Session:
+        """A new session, optionally seeded with replayed or forked history.
+
+        A header with ``is_seeded=True`` marks a fork child: its seed either already holds
+        the ``session/end-seed {"inherited": true}`` marker at ``inherited_event_count``
+        (as :func:`build_fork_seed` produces) or is exactly the inherited prefix, and the
+        marker is added at the cut. A replay seed (not seeded) gets an ordinary
+        ``session/end-seed {}`` unless it already ends in a marker. ``first_live_seq`` is the
+        seed length before any such marker.
+
+        :raises EventValidationError: on any invalid seed event or inconsistent fork facts.
+        """
+        tick = clock if clock is not None else _wall_clock
+        events = list(seed) if seed is not None else []
+        if header is None:
+            tagged = any(type(e) is SessionEvent and e._facts.inherited for e in events)
+            header = SessionHeader(
+                id=id, created_at=tick(), is_seeded=tagged or inherited_event_count > 0
+            )
+        if header.id != id:
+            fail(
+                "header-id-mismatch",
+                f"header id {header.id!r} differs from session id {id!r}",
+                seq=None,
+                event_type=None,
+            )
+        session = cls(header, tick)
+        for event in events:
+            session._admit(event, refuse_unknown=False)
+        cut = session._last_inherited_marker()
+        count = len(events)
+        if not is_count(inherited_event_count):
+            fail(
+                "inherited-count",
+                f"inherited_event_count must be a non-negative integer, got "
+                f"{inherited_event_count!r}",
+                seq=None,
+                event_type=None,
+            )
+        if header.is_seeded:
+            if cut is None:
+                if inherited_event_count != count:
+                    fail(
+                        "inherited-count",
+                        f"a fork seed without its marker must be exactly the inherited prefix "
+                        f"({inherited_event_count} events), got {count}",
+                        seq=None,
+                        event_type=None,
+                    )
+                stamp = events[-1].time if events else tick()
+                session._append_marker({"inherited": True}, stamp)
+                cut = count
+            elif cut != inherited_event_count:
+                fail(
+                    "inherited-count",
+                    f"inherited_event_count is {inherited_event_count}, but the seed's "
+                    f"inherited marker is at seq {cut}",
+                    seq=None,
+                    event_type=None,
+                )
+            session.inherited_event_count = cut
+        else:
+            if cut is not None or inherited_event_count:
+                fail(
+                    "seeded-marker-mismatch",
+                    "the header is not seeded, but the seed has an inherited marker or "
+                    "inherited_event_count is set; use a header with is_seeded=True",
+                    seq=cut,
+                    event_type=None,
+                )
+            if events and events[-1].type != "session/end-seed":
+                session._append_marker({}, events[-1].time)
+        session.first_live_seq = count
+        return session
+
+    @classmethod
+    def from_restore(
+        cls,
+        header: SessionHeader,
+        events: Iterable[SessionEvent],
+        *,
+        resume: bool = False,
+        clock: Clock | None = None,
+    ) -> Session:
+        """Rebuild a session from its stored header and events.
+
+        Restore rules apply: an unknown type is refused unless ``ignorable`` (then it is
+        kept opaque). No crash closers are added (see :func:`interrupted_closers`). With
+        ``resume=True`` a ``session/end-seed {}`` marker is appended unless the log already
+        ends in a marker. ``inherited_event_count`` is the seq of the last
+        ``{"inherited": true}`` marker, which must exist exactly when the header is seeded.
+
+        :raises EventValidationError: with the seq of the first invalid event.
+        """
+        session = cls(header, clock)
+        for event in events:
+            session._admit(event, refuse_unknown=True)
+        cut = session._last_inherited_marker()
+        if header.is_seeded != (cut is not None):
+            fail(
+                "seeded-marker-mismatch",
+                "header isSeeded is true but no session/end-seed {inherited: true} marker exists"
+                if header.is_seeded
+                else "an inherited session/end-seed marker exists but header isSeeded is false",
+                seq=cut,
+                event_type="session/end-seed" if cut is not None else None,
+            )
+        session.inherited_event_count = cut or 0
+        session.first_live_seq = len(session._events)
+        if resume and not (session._events and session._events[-1].type == "session/end-seed"):
+            session._append_marker({}, session._now(len(session._events), "session/end-seed"))
+        return session
+
+    def _last_inherited_marker(self) -> int | None:
+        for event in reversed(self._events):
+            if event.type == "session/end-seed" and event._facts.inherited:
+                return event.seq
+        return None
+
+    def _append_marker(self, data: dict[str, Any], stamp: int) -> None:
+        seq = len(self._events)
+        self._admit(SessionEvent("session/end-seed", seq, stamp, data), refuse_unknown=True)
+
+    def _admit(self, event: SessionEvent, *, refuse_unknown: bool) -> None:
+        """Validate a fully formed history event at the end of the log and commit it."""
+        seq = len(self._events)
+        if type(event) is not SessionEvent:
+            fail(
+                "not-an-event",
+                f"history must hold SessionEvent values, got {type(event).__name__}",
+                seq=seq,
+                event_type=None,
+            )
+        if event.seq != seq:
+            fail(
+                "seq-not-contiguous",
+                f"expected seq {seq} (seq equals the event's index), got {event.seq}",
+                seq=event.seq,
+                event_type=event.type,
+            )
+        if event.type not in KNOWN_TYPES:
+            if refuse_unknown and not event.ignorable:
+                fail(
+                    "unknown-type",
+                    "this event type is unknown to this reader and not marked ignorable; "
+                    "upgrade dsh-store to read this log",
+                    seq=seq,
+                    event_type=event.type,
+                )
+            self._commit(event, None)
+            return
+        self._lifecycle.check(event.type, seq, event._facts)
+        span = self._surface.check(event.type, seq, event.surface_op, event.source_event_seqs)
+        self._commit(event, span)
+
+    def _commit(self, event: SessionEvent, span: tuple[int, int] | None) -> None:
+        self._events.append(event)
+        self._events_view = None
+        kind = event.type
+        if kind in KNOWN_TYPES:
+            self._lifecycle.apply(kind, event.seq, event._facts)
+            self._surface.apply(kind, event.seq, span)
+            if kind == "request/header":
+                self._header_seq = event.seq
+            elif kind == "request/context":
+                self._context_seq = event.seq
+
+    def _now(self, seq: int, event_type: str) -> int:
+        stamp = self._clock()
+        if not is_count(stamp):
+            fail(
+                "clock-invalid",
+                f"the clock must return integer epoch milliseconds, got {stamp!r}",
+                seq=seq,
+                event_type=event_type,
+            )
+        return stamp
+
+    # -- appends --------------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | Mapping[str, Any] | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> SessionEvent:
+        """Validate, stamp (seq, time), encode once and commit one event; notify listeners.
+
+        Unknown types are accepted (a live session never stalls on vocabulary growth).
+
+        :raises EventValidationError: the event breaks a rule; the log is unchanged.
+        :raises LosslessJsonError: ``data`` is not lossless JSON; the log is unchanged.
+        """
+        self._check_writable()
+        seq = len(self._events)
+        candidate = self._candidate(
+            seq,
+            type,
+            data,
+            surface_op,
+            source_event_seqs,
+            ignorable,
+            self._lifecycle,
+            self._surface,
+        )
+        stamp = self._now(seq, type)
+        line = encode_line(
+            type, seq, stamp, data, candidate.ignorable, candidate.sources, candidate.op
+        )
+        event = make_event(
+            type,
+            seq,
+            stamp,
+            line,
+            candidate.ignorable,
+            candidate.op,
+            candidate.sources,
+            candidate.facts,
+        )
+        listeners = tuple(self._listeners)
+        self._commit(event, candidate.span)
+        self._publish(listeners, (event,))
+        return event
+
+    def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
+        """Append several events atomically: all are validated before any commits.
+
+        Each input is an :class:`EventInput` or a tuple ``(type, data)`` /
+        ``(type, data, options)`` where ``options`` maps ``surface_op``,
+        ``source_event_seqs`` and ``ignorable``. All events share one timestamp.
+        Listeners run after the whole batch committed.
+        """
+        self._check_writable()
+        items = [self._input(item, len(self._events) + index) for index, item in enumerate(inputs)]
+        if not items:
+            return []
+        lifecycle = self._lifecycle.copy()
+        surface = self._surface.copy()
+        base = len(self._events)
+        stamp = self._now(base, items[0].type)
+        staged: list[tuple[SessionEvent, tuple[int, int] | None]] = []
+        for offset, item in enumerate(items):
+            seq = base + offset
+            candidate = self._candidate(
+                seq,
+                item.type,
+                item.data,
+                item.surface_op,
+                item.source_event_seqs,
+                item.ignorable,
+                lifecycle,
+                surface,
+            )
+            line = encode_line(
+                item.type,
+                seq,
+                stamp,
+                item.data,
+                candidate.ignorable,
+                candidate.sources,
+                candidate.op,
+            )
+            event = make_event(
+                item.type,
+                seq,
+                stamp,
+                line,
+                candidate.ignorable,
+                candidate.op,
+                candidate.sources,
+                candidate.facts,
+            )
+            if item.type in KNOWN_TYPES:
+                lifecycle.apply(item.type, seq, candidate.facts)
+                surface.apply(item.type, seq, candidate.span)
+            staged.append((event, candidate.span))
+        listeners = tuple(self._listeners)
+        self._lifecycle = lifecycle
+        self._surface = surface
+        for event, _span in staged:
+            # Lifecycle and surface were folded while staging; only record the event.
+            self._events.append(event)
+            if event.type == "request/header":
+                self._header_seq = event.seq
+            elif event.type == "request/context":
+                self._context_seq = event.seq
+        self._events_view = None
+        committed = [event for event, _span in staged]
+        self._publish(listeners, committed)
+        return committed
+
+    @staticmethod
+    def _input(item: Any, seq: int) -> EventInput:
+        if isinstance(item, EventInput):
+            return item
+        if type(item) is tuple and len(item) in (2, 3):
+            if len(item) == 2:
+                return EventInput(item[0], item[1])
+            options = item[2]
+            if isinstance(options, Mapping) and set(options) <= {
+                "surface_op",
+                "source_event_seqs",
+                "ignorable",
+            }:
+                return EventInput(item[0], item[1], **options)
+        fail(
+            "batch-input",
+            "each batch input must be an EventInput or (type, data[, options]) with options "
+            f"among surface_op, source_event_seqs, ignorable; got {item!r:.80}",
+            seq=seq,
+            event_type=None,
+        )
+
+    def _candidate(
+        self,
+        seq: int,
+        event_type: Any,
+        data: Any,
+        surface_op: Any,
+        source_event_seqs: Any,
+        ignorable: Any,
+        lifecycle: LifecycleState,
+        surface: SurfaceManager,
+    ) -> _Candidate:
+        if not is_text(event_type):
+            fail(
+                "event-type",
+                f"type must be a non-empty string, got {event_type!r:.80}",
+                seq=seq,
+                event_type=None,
+            )
+        if ignorable is not True and ignorable is not False:
+            fail("ignorable-not-true", "ignorable must be a bool", seq=seq, event_type=event_type)
+        op = parse_surface_op(surface_op, seq, event_type)
+        sources = normalize_source_seqs(source_event_seqs, seq, event_type)
+        check_envelope(event_type, seq, op, sources, ignorable, opaque=False)
+        facts = check_payload(event_type, data, seq)
+        span = None
+        if event_type in KNOWN_TYPES:
+            lifecycle.check(event_type, seq, facts)
+            span = surface.check(event_type, seq, op, sources)
+        return _Candidate(event_type, data, op, sources, ignorable, facts, span)
+
+    def _check_writable(self) -> None:
+        if self._publishing:
+            fail(
+                "append-reentrant",
+                "a listener tried to append while the session was publishing an append; "
+                "append after the listener returns",
+                seq=len(self._events),
+                event_type=None,
+            )
+
+    def _publish(self, listeners: tuple[Listener, ...], events: Sequence[SessionEvent]) -> None:
+        if not listeners:
+            return
+        self._publishing = True
+        try:
+            for event in events:
+                for listener in listeners:
+                    try:
+                        listener(event)
+                    except Exception:
+                        # The append is committed; a failing observer must not undo it.
+                        logger.exception(
+                            "session %r: listener %r failed on seq %d (%s); the event stays "
+                            "committed",
+                            self._header.id,
+                            listener,
+                            event.seq,
+                            event.type,
+                        )
+        finally:
+            self._publishing = False
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` after each committed event; returns the unsubscriber.
+
+        Listener exceptions are logged on the ``dsh_store.model`` logger and contained.
+        """
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            for index, registered in enumerate(self._listeners):
+                if registered is listener:
+                    del self._listeners[index]
+                    return
+
+        return unsubscribe
+
+    # -- reads ----------------------------------------------------------------------------
+
+    @property
+    def events(self) -> tuple[SessionEvent, ...]:
+        """All events in seq order (an immutable snapshot)."""
+        if self._events_view is None:
+            self._events_view = tuple(self._events)
+        return self._events_view
+
+    @property
+    def seq(self) -> int:
+        """The next event's seq: always the log length."""
+        return len(self._events)
+
+    @property
+    def header(self) -> SessionHeader:
+        """The immutable session header."""
+        return self._header
+
+    @property
+    def id(self) -> str:
+        """The session id (from the header)."""
+        return self._header.id
+
+    @property
+    def surface(self) -> SurfaceView:
+        """The current surface: node seqs in model-visible order and the replace count."""
+        return self._surface.view()
+
+    @property
+    def is_balanced(self) -> bool:
+        """No turn is open."""
+        return self._lifecycle.balanced
+
+    def derive_messages(self) -> list[Any]:
+        """The model-visible message history: fresh copies, in surface order.
+
+        The projection cache grows with new surface nodes and is rebuilt after a replace.
+        """
+        surface = self._surface
+        if surface.replace_generation != self._projected_generation:
+            self._projected = []
+            self._projected_nodes = 0
+            self._projected_generation = surface.replace_generation
+        events = self._events
+        for seq in surface.nodes[self._projected_nodes :]:
+            message = project(events[seq])
+            if message is not None:
+                self._projected.append(message)
+        self._projected_nodes = len(surface.nodes)
+        copied: list[Any] = orjson.loads(orjson.dumps(self._projected))
+        return copied
+
+    def derive_event_message(self, event: SessionEvent) -> Any | None:
+        """The message ``event`` projects to (a fresh copy), or ``None``."""
+        message = project(event)
+        return None if message is None else orjson.loads(orjson.dumps(message))
+
+    def request_header(self) -> dict[str, Any] | None:
+        """The latest ``request/header`` snapshot's header (a fresh copy), or ``None``."""
+        if self._header_seq is None:
+            return None
+        header: dict[str, Any] = self._events[self._header_seq].data["header"]
+        return header
+
+    def request_context(self) -> dict[str, Any] | None:
+        """The latest ``request/context`` payload (a fresh copy), or ``None``."""
+        if self._context_seq is None:
+            return None
+        context: dict[str, Any] = self._events[self._context_seq].data
+        return context
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id!r}, events={len(self._events)})"

@@ -1,0 +1,382 @@
+"""Reading one log file into a validated v4 view: the restore and verify use case.
+
+This module composes the physical scanner (:mod:`dsh_store.jsonl.scan`), the migration
+chain (:mod:`dsh_store.migrations`) and the model (:mod:`dsh_store.model`). It never
+writes. :func:`read_log` raises the typed error for a log that cannot be restored;
+:func:`examine` never raises for a damaged file and reports one classification plus every
+finding instead (DESIGN §6.3).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .errors import (
+    CorruptLogError,
+    DshStoreError,
+    EventValidationError,
+    LosslessJsonError,
+    MigrationRefusedError,
+    NotASessionError,
+    UnsupportedVersionError,
+)
+from .jsonl.rows import Finding
+from .jsonl.scan import LogScanner, ScannedRow, TornTail
+from .model import (
+    SESSION_FORMAT_VERSION,
+    Session,
+    SessionEvent,
+    SessionHeader,
+    interrupted_closers,
+)
+
+__all__ = [
+    "CLASSIFICATIONS",
+    "FileReport",
+    "Finding",
+    "Inspection",
+    "classify",
+    "examine",
+    "read_log",
+]
+
+CLASSIFICATIONS: Final = (
+    "not-a-session",
+    "empty",
+    "unsupported-version",
+    "corrupt",
+    "refused",
+    "torn-tail",
+    "open-turn",
+    "needs-migration",
+    "ok",
+)
+"""Every classification, in precedence order: a file gets the first that applies."""
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """A restorable log as a balanced v4 view, computed without writing.
+
+    ``events`` are the committed events (upgraded in memory when the file is older),
+    ``closers`` the synthetic events that would close a turn a crash left open, ``torn``
+    the crash tail that a repair would cut (None when the file ends cleanly).
+    """
+
+    path: Path
+    header: SessionHeader
+    events: tuple[SessionEvent, ...]
+    closers: tuple[SessionEvent, ...]
+    source_version: int
+    torn: TornTail | None
+    committed_size: int
+    file_size: int
+    findings: tuple[Finding, ...]
+    classification: str
+    revision: str
+
+    @property
+    def balanced(self) -> tuple[SessionEvent, ...]:
+        """The committed events followed by the closers: what a load makes durable."""
+        return self.events + self.closers
+
+    @property
+    def needs_repair(self) -> bool:
+        """True when a load would write: a torn tail to cut or a turn to close."""
+        return self.torn is not None or bool(self.closers)
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """The verdict on one file: never raised, always reported (see :func:`examine`)."""
+
+    path: Path
+    classification: str
+    version: int | None
+    events: int | None
+    findings: tuple[Finding, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable ``--json`` shape documented in docs/cli.md."""
+        return {
+            "path": str(self.path),
+            "classification": self.classification,
+            "version": self.version,
+            "events": self.events,
+            "findings": [finding_json(finding) for finding in self.findings],
+        }
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    """A finding as ``{rule, message, line, offset, seq}``."""
+    return {
+        "rule": finding.rule,
+        "message": finding.message,
+        "line": finding.line,
+        "offset": finding.offset,
+        "seq": finding.seq,
+    }
+
+
+def revision_of(stat: os.stat_result) -> str:
+    """A token that changes whenever the file changes: ``dev:ino:size:mtime_ns:ctime_ns``."""
+    return f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+
+
+def read_log(
+    path: str | os.PathLike[str],
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None = None,
+) -> Inspection:
+    """Restore ``path`` in memory: scan, upgrade, validate, compute closers. Never writes.
+
+    :param child_headers: header rows of sessions naming this one as parent (used when
+        an older log is upgraded; None when unknown, e.g. a loose file).
+    :raises NotASessionError: the first line is not a session header (or the file is empty).
+    :raises UnsupportedVersionError: the header's version is newer than 4 (or invalid).
+    :raises CorruptLogError: committed corruption (with line and byte offset).
+    :raises MigrationRefusedError: an older log that cannot be upgraded faithfully.
+    :raises EventValidationError: a committed event breaks a v4 model rule.
+    """
+    log = Path(path)
+    scanner = LogScanner(log)
+    info = scanner.read_header()
+    if info is None:
+        raise NotASessionError(str(log), "the file is empty (0 bytes)")
+    version = info.version
+    rows = scanner.rows()
+    if version == SESSION_FORMAT_VERSION:
+        header = _header_from_row(info.value, log)
+        events = list(_current_events(rows, log))
+    else:
+        header, events = _upgraded(info.value, rows, log, child_headers)
+    if not scanner.finished:  # pragma: no cover - rows() raises or finishes
+        raise CorruptLogError(str(log), "scan ended early")
+    try:
+        session = Session.from_restore(header, events)
+    except EventValidationError as error:
+        raise _locate(error, log, scanner if version == SESSION_FORMAT_VERSION else None) from None
+    restored = tuple(session.events)
+    closers = tuple(interrupted_closers(restored))
+    findings = list(scanner.findings)
+    if closers:
+        findings.append(
+            Finding(
+                "open-turn",
+                f"the last turn never ended; restore appends {len(closers)} closing "
+                f"event(s) ending in turn/end {{reason: interrupted}}",
+                seq=len(restored),
+            )
+        )
+    if version < SESSION_FORMAT_VERSION:
+        findings.append(
+            Finding(
+                "needs-migration",
+                f"format version {version}; `dsh-store migrate` upgrades it to "
+                f"{SESSION_FORMAT_VERSION}",
+                line=1,
+                offset=0,
+            )
+        )
+    stat = scanner.stat
+    assert stat is not None
+    return Inspection(
+        path=log,
+        header=header,
+        events=restored,
+        closers=closers,
+        source_version=version,
+        torn=scanner.torn,
+        committed_size=scanner.committed_size,
+        file_size=scanner.file_size,
+        findings=tuple(findings),
+        classification=_classification_of(scanner.torn, closers, version),
+        revision=revision_of(stat),
+    )
+
+
+def _classification_of(
+    torn: TornTail | None, closers: tuple[SessionEvent, ...], version: int
+) -> str:
+    if torn is not None:
+        return "torn-tail"
+    if closers:
+        return "open-turn"
+    if version < SESSION_FORMAT_VERSION:
+        return "needs-migration"
+    return "ok"
+
+
+def _header_from_row(value: Mapping[str, Any], log: Path) -> SessionHeader:
+    try:
+        return SessionHeader.from_json(value)
+    except EventValidationError as error:
+        raise CorruptLogError(
+            str(log), f"invalid header: {error.detail}", line=1, offset=0, rule=error.rule
+        ) from None
+
+
+def _current_events(rows: Iterable[ScannedRow], log: Path) -> Iterator[SessionEvent]:
+    for row in rows:
+        try:
+            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+        except (EventValidationError, LosslessJsonError) as error:
+            raise _row_error(error, log, row) from None
+
+
+def _row_error(error: DshStoreError, log: Path, row: ScannedRow) -> CorruptLogError:
+    rule = getattr(error, "rule", "not-lossless-json")
+    detail = getattr(error, "detail", None) or str(error)
+    return CorruptLogError(
+        str(log),
+        f"committed event {row.value.get('type')!r} is invalid: {detail}",
+        line=row.line,
+        offset=row.offset,
+        seq=row.first_seq,
+        rule=rule,
+    )
+
+
+def _locate(error: EventValidationError, log: Path, scanner: LogScanner | None) -> DshStoreError:
+    """Turn a model error (which knows only a seq) into one that names line and offset."""
+    line = offset = None
+    if scanner is not None and error.seq is not None:
+        for row in LogScanner(log).rows():
+            if row.first_seq == error.seq:
+                line, offset = row.line, row.offset
+                break
+    return CorruptLogError(
+        str(log),
+        f"committed event is invalid: {error.detail}",
+        line=line,
+        offset=offset,
+        seq=error.seq,
+        rule=error.rule,
+    )
+
+
+def _upgraded(
+    header_row: dict[str, Any],
+    rows: Iterable[ScannedRow],
+    log: Path,
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+) -> tuple[SessionHeader, list[SessionEvent]]:
+    from .migrations import MigrationContext, chain
+
+    context = MigrationContext(
+        path=str(log), session_id=header_row.get("id"), child_headers=child_headers
+    )
+    v4_header, v4_rows = chain(header_row, (row.value for row in rows), context)
+    header = _header_from_row(v4_header, log)
+    events: list[SessionEvent] = []
+    for value in v4_rows:
+        try:
+            events.append(SessionEvent.from_json(value))
+        except (EventValidationError, LosslessJsonError) as error:
+            raise MigrationRefusedError(
+                f"the upgraded event is not valid v4: {error}",
+                rule=getattr(error, "rule", "not-lossless-json"),
+                path=str(log),
+                seq=value.get("seq") if isinstance(value, dict) else None,
+                event_type=value.get("type") if isinstance(value, dict) else None,
+            ) from None
+    return header, events
+
+
+def examine(
+    path: str | os.PathLike[str],
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None = None,
+) -> FileReport:
+    """Classify one file and list every finding; never raises for a damaged file, never writes.
+
+    I/O errors that are not about the log's content (permission denied, a directory) are
+    reported as ``not-a-session`` with an ``unreadable`` finding.
+    """
+    log = Path(path)
+    try:
+        inspection = read_log(log, child_headers=child_headers)
+    except NotASessionError as error:
+        empty = _is_empty(log)
+        return FileReport(
+            log,
+            "empty" if empty else "not-a-session",
+            None,
+            None,
+            (Finding("empty" if empty else "not-a-session", error.message, line=1, offset=0),),
+        )
+    except UnsupportedVersionError as error:
+        return FileReport(
+            log,
+            "unsupported-version",
+            _int_or_none(error.version),
+            None,
+            (Finding("unsupported-version", error.message, line=1, offset=0),),
+        )
+    except CorruptLogError as error:
+        return FileReport(
+            log,
+            "corrupt",
+            _header_version(log),
+            None,
+            (Finding(error.rule, error.message, error.line, error.offset, error.seq),),
+        )
+    except MigrationRefusedError as error:
+        return FileReport(
+            log,
+            "refused",
+            _header_version(log),
+            None,
+            (Finding(f"refused: {error.rule}", error.message, error.line, None, error.seq),),
+        )
+    except (EventValidationError, LosslessJsonError) as error:
+        return FileReport(
+            log,
+            "corrupt",
+            _header_version(log),
+            None,
+            (Finding(getattr(error, "rule", "invalid"), str(error)),),
+        )
+    except OSError as error:
+        return FileReport(
+            log,
+            "not-a-session",
+            None,
+            None,
+            (Finding("unreadable", f"{log}: cannot read: {error.strerror or error}"),),
+        )
+    return FileReport(
+        log,
+        inspection.classification,
+        inspection.source_version,
+        len(inspection.events),
+        inspection.findings,
+    )
+
+
+def classify(path: str | os.PathLike[str]) -> str:
+    """The classification of one file (DESIGN §6.3); never raises for damage, never writes."""
+    return examine(path).classification
+
+
+def _is_empty(log: Path) -> bool:
+    try:
+        return log.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def _header_version(log: Path) -> int | None:
+    try:
+        info = LogScanner(log).read_header()
+    except (DshStoreError, OSError):
+        return None
+    return None if info is None else info.version
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

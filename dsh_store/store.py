@@ -1,0 +1,858 @@
+"""``JsonlStore``: the durable session store over a root directory (DESIGN §4–§6).
+
+The store composes the physical layer (:mod:`dsh_store.jsonl`), the model and the
+restore use case. Writers go through a :class:`LiveSession` (sync, background writer
+thread) or an :class:`AsyncLiveSession` (asyncio, disk I/O in the loop's executor); both
+hold the session's exclusive OS lock from open (or first write) to close.
+
+Crash stories, one per write path:
+
+- first write: header + first batch are published by temp file, fsync, ``link``,
+  directory fsync — after a crash the log either does not exist or is complete;
+- later writes: one write + fsync per batch, truncated back on failure — after a crash
+  the file is its committed prefix plus at most one torn batch, which restore discards;
+- repair on open/load: torn bytes are copied to a fsynced sidecar before the truncate,
+  and the closers are one appended batch — a crash at any step converges on the next load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .errors import (
+    DshStoreError,
+    EventValidationError,
+    NotASessionError,
+    SessionExistsError,
+    SessionNotFoundError,
+    UnsupportedVersionError,
+)
+from .jsonl import layout
+from .jsonl.files import LogWriter, make_dirs, materialize
+from .jsonl.lock import SessionLock
+from .jsonl.repair import commit_truncation, sidecar_path
+from .jsonl.scan import LogScanner
+from .jsonl.writebehind import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_BATCH_EVENTS,
+    DEFAULT_MAX_PENDING_BYTES,
+    DEFAULT_WINDOW_S,
+    AsyncWriteBehind,
+    ThreadWriteBehind,
+)
+from .model import (
+    SESSION_FORMAT_VERSION,
+    EventInput,
+    Session,
+    SessionEvent,
+    SessionHeader,
+    build_fork_seed,
+)
+from .restore import Inspection, read_log, revision_of
+
+__all__ = [
+    "AsyncLiveSession",
+    "AsyncOpening",
+    "JsonlStore",
+    "LiveSession",
+    "RepairPlan",
+    "commit_repair",
+    "repair_file",
+]
+
+Clock = Callable[[], int]
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def commit_repair(inspection: Inspection) -> Inspection:
+    """Make an inspection's repair durable, loss-free, then re-read the log.
+
+    The torn bytes go to a fsynced ``.torn-<offset>`` sidecar before the log is truncated
+    to its committed prefix; then the closers are appended as one fsynced batch. Running
+    it again after a crash at any point converges to the same log; on a balanced log it
+    writes nothing. The caller must hold the session lock (or own the file).
+    """
+    if not inspection.needs_repair:
+        return inspection
+    if inspection.source_version != SESSION_FORMAT_VERSION:
+        raise DshStoreError(
+            f"{inspection.path}: a format-{inspection.source_version} log is repaired by "
+            "migrating it (`dsh-store migrate`), never by appending v4 events to it"
+        )
+    if inspection.torn is not None:
+        commit_truncation(
+            inspection.path, inspection.committed_size, expected_size=inspection.file_size
+        )
+    if inspection.closers:
+        first = inspection.closers[0].seq
+        with LogWriter.open(
+            inspection.path, expected_size=inspection.committed_size, next_seq=first
+        ) as writer:
+            writer.append(
+                [event.line for event in inspection.closers],
+                first,
+                first + len(inspection.closers) - 1,
+            )
+    return read_log(inspection.path)
+
+
+@dataclass(frozen=True)
+class RepairPlan:
+    """What a repair does (or did) to one file.
+
+    ``truncate_at``/``torn_bytes`` describe the crash tail cut (saved first to
+    ``sidecar``), ``closers`` the event types appended; ``applied`` is False for a dry run
+    or when nothing was needed.
+    """
+
+    path: Path
+    classification: str
+    truncate_at: int | None
+    torn_bytes: int
+    sidecar: Path | None
+    closers: tuple[str, ...]
+    applied: bool
+
+    def describe(self) -> str:
+        """A few readable lines for the CLI."""
+        if self.truncate_at is None and not self.closers:
+            return f"{self.path}: {self.classification}: nothing to repair"
+        verb = "repaired" if self.applied else "would repair"
+        lines = [f"{self.path}: {verb} ({self.classification})"]
+        if self.truncate_at is not None:
+            lines.append(
+                f"  cut {self.torn_bytes} torn byte(s) at offset {self.truncate_at}, saved to "
+                f"{self.sidecar}"
+            )
+        if self.closers:
+            lines.append(f"  append closers: {', '.join(self.closers)}")
+        return "\n".join(lines)
+
+
+def repair_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairPlan:
+    """Repair one v4 log file in place, loss-free (see :func:`commit_repair`).
+
+    Works on any ``.jsonl`` path without a store root. Inside a session directory the
+    session lock is taken first, so an open writer makes this fail with
+    :class:`SessionLockedError`. Older formats are refused: migrate them instead (the
+    3->4 edge closes an interrupted turn itself).
+
+    :raises CorruptLogError: committed corruption; the file is left byte-identical.
+    """
+    log = Path(path)
+    inspection = read_log(log)
+    if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
+        raise DshStoreError(
+            f"{log}: format {inspection.source_version} log: run `dsh-store migrate` to upgrade "
+            "it (the upgrade closes the open turn and leaves the torn tail in the source)"
+        )
+    torn = inspection.torn
+    plan = RepairPlan(
+        path=log,
+        classification=inspection.classification,
+        truncate_at=None if torn is None else torn.offset,
+        torn_bytes=0 if torn is None else torn.length,
+        sidecar=None if torn is None else sidecar_path(log, torn.offset),
+        closers=tuple(event.type for event in inspection.closers),
+        applied=False,
+    )
+    if dry_run or not inspection.needs_repair:
+        return plan
+    lock: SessionLock | None = None
+    if log.name == layout.generation_name(SESSION_FORMAT_VERSION):
+        lock = SessionLock(log.parent, inspection.header.id)
+        lock.acquire()
+    try:
+        commit_repair(read_log(log))
+    finally:
+        if lock is not None:
+            lock.release()
+    return replace(plan, applied=True)
+
+
+class JsonlStore:
+    """A directory of session logs in DSH's raw-JSONL layout (DESIGN §4).
+
+    :param root: the store root; created on first write (0700), never required to exist.
+    :param window_s: the write-behind window (fixed, not reset by later events).
+    :param max_batch_events: a batch starts early once this many events wait.
+    :param max_batch_bytes: a batch starts early once this many bytes wait.
+    :param max_pending_bytes: at this many unwritten bytes ``append`` blocks (sync) or
+        awaits (async) until the writer catches up.
+    :param clock: epoch milliseconds for new events and headers (tests inject one).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_batch_events: int | None = DEFAULT_MAX_BATCH_EVENTS,
+        max_batch_bytes: int | None = DEFAULT_MAX_BATCH_BYTES,
+        max_pending_bytes: int | None = DEFAULT_MAX_PENDING_BYTES,
+        clock: Clock | None = None,
+    ) -> None:
+        self.root = Path(root).absolute()
+        if self.root.exists() and not self.root.is_dir():
+            raise NotADirectoryError(f"store root {self.root} is not a directory")
+        self._writer_options: dict[str, Any] = {
+            "window_s": window_s,
+            "max_batch_events": max_batch_events,
+            "max_batch_bytes": max_batch_bytes,
+            "max_pending_bytes": max_pending_bytes,
+        }
+        self._clock: Clock = clock or _wall_clock_ms
+
+    # -- discovery -------------------------------------------------------------------
+
+    def locate(self, session_id: str, cwd: str | None = None) -> Path:
+        """Where the v4 log of ``session_id`` lives (or will live). Pure path calculation
+        when ``cwd`` is given; otherwise the existing session's directory is looked up.
+        """
+        if cwd is not None:
+            return layout.log_path(self.root, session_id, cwd)
+        found = self._find(session_id)
+        if found is not None:
+            return found.parent / layout.generation_name(SESSION_FORMAT_VERSION)
+        return layout.log_path(self.root, session_id, None)
+
+    def _session_dirs(self) -> Iterator[Path]:
+        try:
+            projects = sorted(self.root.iterdir())
+        except FileNotFoundError:
+            return
+        for project in projects:
+            if not project.is_dir() or project.is_symlink():
+                continue
+            for directory in sorted(project.iterdir()):
+                if directory.is_dir() and not directory.is_symlink():
+                    yield directory
+
+    def _find(self, session_id: str) -> Path | None:
+        """The newest generation log of ``session_id``, or None; duplicates are refused."""
+        name = layout.encode_session_id(session_id)
+        matches: list[Path] = []
+        try:
+            projects = sorted(self.root.iterdir())
+        except FileNotFoundError:
+            return None
+        for project in projects:
+            candidate = project / name
+            if candidate.is_dir() and not candidate.is_symlink():
+                log = _newest_generation(candidate)
+                if log is not None:
+                    matches.append(log)
+        if len(matches) > 1:
+            raise DshStoreError(
+                f"session {session_id!r} appears in {len(matches)} project directories "
+                f"({', '.join(str(m.parent) for m in matches)}); keep one and move the others "
+                "out of the store root"
+            )
+        return matches[0] if matches else None
+
+    def _require(self, session_id: str) -> Path:
+        log = self._find(session_id)
+        if log is None:
+            raise SessionNotFoundError(session_id, str(self.root))
+        return log
+
+    def _child_headers(self, parent_id: str) -> tuple[Mapping[str, Any], ...]:
+        children = []
+        for directory in self._session_dirs():
+            log = _newest_generation(directory)
+            if log is None:
+                continue
+            try:
+                info = LogScanner(log).read_header()
+            except (DshStoreError, OSError):
+                continue
+            if info is not None and info.value.get("parentSession") == parent_id:
+                children.append(info.value)
+        return tuple(children)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def inspect(self, session_id: str) -> Inspection:
+        """The balanced view of a session: closers in memory, torn tail untouched, no write."""
+        log = self._require(session_id)
+        inspection = self._read(log)
+        _check_identity(inspection, session_id)
+        return inspection
+
+    def load(self, session_id: str) -> Inspection:
+        """Restore a session and commit its repair durably (sidecar, truncate, closers).
+
+        A second load changes nothing. Takes the session lock for the repair, so it fails
+        with :class:`SessionLockedError` while a writer has the session open.
+        """
+        log = self._require(session_id)
+        lock = SessionLock(log.parent, session_id)
+        with lock:
+            inspection = self._read(log)
+            _check_identity(inspection, session_id)
+            if inspection.source_version != SESSION_FORMAT_VERSION:
+                return inspection
+            return commit_repair(inspection)
+
+    def read_from(self, session_id: str, from_seq: int) -> builtins.list[SessionEvent]:
+        """Stored events with ``seq >= from_seq``: no closers, never the torn fragment."""
+        if isinstance(from_seq, bool) or not isinstance(from_seq, int) or from_seq < 0:
+            raise ValueError(f"from_seq must be a non-negative integer, got {from_seq!r}")
+        inspection = self.inspect(session_id)
+        return list(inspection.events[from_seq:])
+
+    def list(self) -> list[SessionHeader]:
+        """Headers of every stored session (reads first lines only), sorted by id."""
+        return [header for header, _ in self.snapshots()]
+
+    def snapshots(self) -> builtins.list[tuple[SessionHeader, str]]:
+        """``(header, revision)`` per stored session; the revision changes with the file."""
+        result: builtins.list[tuple[SessionHeader, str]] = []
+        for directory in self._session_dirs():
+            log = _newest_generation(directory)
+            if log is None:
+                continue
+            try:
+                scanner = LogScanner(log)
+                info = scanner.read_header()
+            except (NotASessionError, UnsupportedVersionError, FileNotFoundError):
+                continue
+            if info is None or scanner.stat is None:
+                continue
+            header = _header_only(info.value, log)
+            if header is None:
+                continue
+            result.append((header, revision_of(scanner.stat)))
+        result.sort(key=lambda item: item[0].id)
+        return result
+
+    def _read(self, log: Path) -> Inspection:
+        info = LogScanner(log).read_header()
+        children = None
+        if info is not None and info.version != SESSION_FORMAT_VERSION:
+            session_id = info.value.get("id")
+            children = self._child_headers(session_id) if isinstance(session_id, str) else ()
+        return read_log(log, child_headers=children)
+
+    # -- writing ---------------------------------------------------------------------
+
+    def new(
+        self,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        parent_session: str | None = None,
+        origin: str | None = None,
+        delegation_depth: int = 0,
+        agent_preset: str | None = None,
+    ) -> LiveSession:
+        """Create a session. Nothing touches disk until the first event is written.
+
+        :raises SessionExistsError: a log with this id already exists in the store.
+        """
+        header, path = self._new_header(
+            session_id, cwd, parent_session, origin, delegation_depth, agent_preset
+        )
+        session = Session.create(session_id, header=header, clock=self._clock)
+        return LiveSession(_Handle(self, session, path, lock=None, writer=None))
+
+    def anew(
+        self,
+        session_id: str,
+        *,
+        cwd: str | None = None,
+        parent_session: str | None = None,
+        origin: str | None = None,
+        delegation_depth: int = 0,
+        agent_preset: str | None = None,
+    ) -> AsyncOpening:
+        """The asyncio twin of :meth:`new`: ``await`` it or use ``async with``."""
+
+        async def start() -> AsyncLiveSession:
+            header, path = await asyncio.get_running_loop().run_in_executor(
+                None,
+                self._new_header,
+                session_id,
+                cwd,
+                parent_session,
+                origin,
+                delegation_depth,
+                agent_preset,
+            )
+            session = Session.create(session_id, header=header, clock=self._clock)
+            return AsyncLiveSession(_Handle(self, session, path, lock=None, writer=None))
+
+        return AsyncOpening(start)
+
+    def _new_header(
+        self,
+        session_id: str,
+        cwd: str | None,
+        parent_session: str | None,
+        origin: str | None,
+        delegation_depth: int,
+        agent_preset: str | None,
+    ) -> tuple[SessionHeader, Path]:
+        existing = self._find(session_id)
+        if existing is not None:
+            raise SessionExistsError(session_id, str(existing))
+        header = SessionHeader(
+            id=session_id,
+            created_at=self._clock(),
+            is_seeded=False,
+            delegation_depth=delegation_depth,
+            cwd=cwd,
+            parent_session=parent_session,
+            origin=origin,
+            agent_preset=agent_preset,
+        )
+        return header, layout.log_path(self.root, session_id, cwd)
+
+    def open(self, session_id: str) -> LiveSession:
+        """Open a stored session for writing: lock, restore, repair, then resume.
+
+        The resumed session's first write is ``session/end-seed {}`` (unless the log
+        already ends in a marker); seqs continue.
+
+        :raises SessionLockedError: another writer holds the session.
+        """
+        return LiveSession(self._open_handle(session_id))
+
+    def aopen(self, session_id: str) -> AsyncOpening:
+        """The asyncio twin of :meth:`open`: ``await`` it or use ``async with``.
+
+        Locking, restore and repair run in the loop's executor.
+        """
+
+        async def start() -> AsyncLiveSession:
+            loop = asyncio.get_running_loop()
+            handle = await loop.run_in_executor(None, self._open_handle, session_id)
+            return AsyncLiveSession(handle)
+
+        return AsyncOpening(start)
+
+    def _open_handle(self, session_id: str) -> _Handle:
+        log = self._require(session_id)
+        lock = SessionLock(log.parent, session_id)
+        lock.acquire()
+        try:
+            inspection = self._read(log)
+            _check_identity(inspection, session_id)
+            if inspection.source_version != SESSION_FORMAT_VERSION:
+                from .migrate import publish_upgrade
+
+                inspection = publish_upgrade(inspection)
+            else:
+                inspection = commit_repair(inspection)
+            session = Session.from_restore(
+                inspection.header, inspection.events, resume=True, clock=self._clock
+            )
+            writer = LogWriter.open(
+                inspection.path,
+                expected_size=inspection.file_size,
+                next_seq=len(inspection.events),
+            )
+        except BaseException:
+            lock.release()
+            raise
+        return _Handle(
+            self, session, inspection.path, lock=lock, writer=writer, written=len(inspection.events)
+        )
+
+    def append(self, session_id: str, events: Sequence[SessionEvent]) -> None:
+        """Append already-built events to a stored session, durably, in one batch.
+
+        The first event's seq must equal the stored next seq (after any crash repair,
+        which this commits first) and the batch must be contiguous; the whole log with the
+        batch must validate. An empty batch does nothing.
+        """
+        if not events:
+            return
+        log = self._require(session_id)
+        with SessionLock(log.parent, session_id):
+            inspection = commit_repair(self._read(log))
+            _check_identity(inspection, session_id)
+            expected = len(inspection.events)
+            for index, event in enumerate(events):
+                if event.seq != expected + index:
+                    raise EventValidationError(
+                        f"append seq mismatch: expected seq {expected + index} at batch index "
+                        f"{index}, got {event.seq}",
+                        rule="append-seq-mismatch",
+                        seq=event.seq,
+                        event_type=event.type,
+                        path=str(inspection.path),
+                    )
+            Session.from_restore(inspection.header, [*inspection.events, *events])
+            with LogWriter.open(
+                inspection.path, expected_size=inspection.file_size, next_seq=expected
+            ) as writer:
+                writer.append(
+                    [event.line for event in events], expected, expected + len(events) - 1
+                )
+
+    def fork(
+        self, session_id: str, boundary: int | None = None, child_id: str | None = None
+    ) -> str:
+        """Create a seeded child from a prefix of ``session_id`` and write it durably.
+
+        The child holds the source's events through ``boundary`` (inclusive; default: the
+        whole committed log), a ``session/end-seed {inherited: true}`` marker at the cut,
+        and ``forked`` closers if a turn was open there. Returns the child's id.
+        """
+        source = self.inspect(session_id)
+        child = child_id if child_id is not None else str(uuid.uuid4())
+        seed = build_fork_seed(source.events, boundary)
+        parent = source.header
+        header = SessionHeader(
+            id=child,
+            created_at=self._clock(),
+            is_seeded=True,
+            delegation_depth=parent.delegation_depth,
+            cwd=parent.cwd,
+            origin=parent.origin,
+            agent_preset=parent.agent_preset,
+        )
+        Session.from_restore(header, seed)  # the seed must itself be a valid log
+        path = layout.log_path(self.root, child, header.cwd)
+        if self._find(child) is not None:
+            raise SessionExistsError(child, str(path))
+        make_dirs(path.parent)
+        with SessionLock(path.parent, child):
+            materialize(
+                path, header.encode(), [event.line for event in seed], session_id=child
+            ).close()
+        return child
+
+
+def _newest_generation(directory: Path) -> Path | None:
+    """The log a session directory holds: v4 if present, else its newest older generation."""
+    best: tuple[int, Path] | None = None
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        version = layout.generation_version(entry.name)
+        if version is None or not entry.is_file():
+            continue
+        if best is None or version > best[0]:
+            best = (version, entry)
+    return None if best is None else best[1]
+
+
+def _header_only(value: dict[str, Any], log: Path) -> SessionHeader | None:
+    """A header row of any supported version as a v4 header, reading no events."""
+    version = value.get("version")
+    try:
+        if version != SESSION_FORMAT_VERSION:
+            from .migrations import EDGES, MigrationContext
+
+            context = MigrationContext(path=str(log), session_id=value.get("id"))
+            for source in range(int(version), SESSION_FORMAT_VERSION):  # type: ignore[arg-type]
+                value = EDGES[source].header(value, context)
+        return SessionHeader.from_json(value)
+    except (DshStoreError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _check_identity(inspection: Inspection, session_id: str) -> None:
+    if inspection.header.id != session_id:
+        raise DshStoreError(
+            f"{inspection.path}: the log's header names session {inspection.header.id!r}, "
+            f"not {session_id!r}; it was filed under the wrong directory — nothing was written"
+        )
+
+
+class _Handle:
+    """The shared core of the sync and async live sessions: model, lock, file writer."""
+
+    def __init__(
+        self,
+        store: JsonlStore,
+        session: Session,
+        path: Path,
+        *,
+        lock: SessionLock | None,
+        writer: LogWriter | None,
+        written: int = 0,
+    ) -> None:
+        self.store = store
+        self.session = session
+        self.path = path
+        self.lock = lock
+        self.writer = writer
+        self.written = written  # events already durable when the handle was made
+        self.options = store._writer_options
+
+    def pending_events(self) -> list[SessionEvent]:
+        """Events in memory that are not yet handed to the writer (e.g. the end-seed)."""
+        return list(self.session.events[self.written :])
+
+    def sink(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
+        """Write one batch durably: materialize on the first, append afterwards."""
+        if self.writer is None:
+            if first_seq != 0:
+                raise EventValidationError(
+                    f"the first batch of a new log must start at seq 0, got {first_seq}",
+                    rule="append-seq-mismatch",
+                    seq=first_seq,
+                    path=str(self.path),
+                )
+            make_dirs(self.path.parent)
+            lock = SessionLock(self.path.parent, self.session.id)
+            lock.acquire()
+            try:
+                self.writer = materialize(
+                    self.path,
+                    self.session.header.encode(),
+                    list(lines),
+                    session_id=self.session.id,
+                )
+            except BaseException:
+                lock.release()
+                raise
+            self.lock = lock
+            return
+        self.writer.append(lines, first_seq, last_seq)
+
+    def release(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.lock is not None:
+            self.lock.release()
+
+
+class LiveSession:
+    """A session open for writing (sync API): appends return at once, writes batch behind.
+
+    ``append`` validates and assigns the seq synchronously and hands the event to the
+    background writer; ``flush`` returns once every event appended so far is durable;
+    ``close`` drains and releases the lock. Use it as a context manager.
+    """
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
+        durable = handle.written - 1 if handle.writer is not None else None
+        self._queue = ThreadWriteBehind(handle.sink, durable_seq=durable, **handle.options)
+        self._closed = False
+        for event in handle.pending_events():
+            self._queue.enqueue(event.seq, event.line)
+
+    @property
+    def session(self) -> Session:
+        """The in-memory session (read-only views of events, surface, messages)."""
+        return self._handle.session
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._handle.session.id
+
+    @property
+    def path(self) -> Path:
+        """The log file this session writes."""
+        return self._handle.path
+
+    @property
+    def durable_seq(self) -> int | None:
+        """Highest seq known durable on disk (None before the first write)."""
+        return self._queue.durable_seq
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: Any = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> SessionEvent:
+        """Validate and append one event; it becomes durable within the batching window.
+
+        Blocks only when ``max_pending_bytes`` of unwritten events are waiting.
+        """
+        self._require_open()
+        event = self._handle.session.append(
+            type,
+            data,
+            surface_op=surface_op,
+            source_event_seqs=source_event_seqs,
+            ignorable=ignorable,
+        )
+        self._queue.enqueue(event.seq, event.line)
+        return event
+
+    def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
+        """Validate all inputs first, then append them together (all or nothing)."""
+        self._require_open()
+        events = self._handle.session.append_many(inputs)
+        for event in events:
+            self._queue.enqueue(event.seq, event.line)
+        return events
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every event appended so far (and meanwhile) is durable.
+
+        :raises OSError: the write failed; the events stay queued and the next flush retries.
+        """
+        self._queue.flush(timeout)
+
+    def close(self) -> None:
+        """Drain every pending event, then release the file and the lock; idempotent."""
+        if self._closed:
+            return
+        self._queue.close()
+        self._closed = True
+        self._handle.release()
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"session {self.id!r} is closed")
+
+    def __enter__(self) -> LiveSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncOpening:
+    """An opening session: ``live = await opening`` or ``async with opening as live``."""
+
+    def __init__(self, start: Callable[[], Coroutine[Any, Any, AsyncLiveSession]]) -> None:
+        self._start = start
+        self._live: AsyncLiveSession | None = None
+
+    def __await__(self) -> Generator[Any, None, AsyncLiveSession]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> AsyncLiveSession:
+        self._live = await self._start()
+        return await self._live.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            await self._live.__aexit__(exc_type, exc, tb)
+
+
+class AsyncLiveSession:
+    """The asyncio twin of :class:`LiveSession`: file I/O runs in the loop's executor."""
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
+        durable = handle.written - 1 if handle.writer is not None else None
+        self._queue = AsyncWriteBehind(handle.sink, durable_seq=durable, **handle.options)
+        self._closed = False
+        self._started = False
+
+    @property
+    def session(self) -> Session:
+        """The in-memory session."""
+        return self._handle.session
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._handle.session.id
+
+    @property
+    def path(self) -> Path:
+        """The log file this session writes."""
+        return self._handle.path
+
+    @property
+    def durable_seq(self) -> int | None:
+        """Highest seq known durable on disk (None before the first write)."""
+        return self._queue.durable_seq
+
+    async def _start(self) -> None:
+        if not self._started:
+            self._started = True
+            for event in self._handle.pending_events():
+                await self._queue.enqueue(event.seq, event.line)
+
+    async def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: Any = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> SessionEvent:
+        """Validate and append one event; awaits only at ``max_pending_bytes``."""
+        self._require_open()
+        await self._start()
+        event = self._handle.session.append(
+            type,
+            data,
+            surface_op=surface_op,
+            source_event_seqs=source_event_seqs,
+            ignorable=ignorable,
+        )
+        await self._queue.enqueue(event.seq, event.line)
+        return event
+
+    async def append_many(
+        self, inputs: Iterable[EventInput | tuple[Any, ...]]
+    ) -> list[SessionEvent]:
+        """Validate all inputs first, then append them together (all or nothing)."""
+        self._require_open()
+        await self._start()
+        events = self._handle.session.append_many(inputs)
+        for event in events:
+            await self._queue.enqueue(event.seq, event.line)
+        return events
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Return once every event appended so far (and meanwhile) is durable."""
+        await self._start()
+        await self._queue.flush(timeout)
+
+    async def close(self) -> None:
+        """Drain, then release the file and the lock (in the executor); idempotent."""
+        if self._closed:
+            return
+        await self._start()
+        await self._queue.close()
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(None, self._handle.release)
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"session {self.id!r} is closed")
+
+    async def __aenter__(self) -> AsyncLiveSession:
+        await self._start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,594 @@
+"""Edge v1 -> v2: assistant chunks fold into embedded streams; seqs are renumbered.
+
+What changes:
+
+- Packed assistant-delta rows are expanded (:mod:`.packed`) into ``assistant/chunk`` events.
+- Every ``assistant/chunk`` is removed. Chunks group by (turn, step) into a pending attempt,
+  which an ``assistant/message`` claims by citing exactly its chunk seqs, in order, in
+  ``sourceEventSeqs``; the attempt's compact stream (:mod:`.streams`) becomes
+  ``data.stream`` (last key) and ``sourceEventSeqs`` is dropped from every assistant
+  message. An attempt no message claims becomes a log-only
+  ``assistant/attempt {turn, step, stream}`` at the position of its last chunk, with the time
+  of that chunk. An attempt ends when a ``finish`` chunk arrives (a later chunk then starts
+  a new one), when a chunk of another (turn, step) arrives, and at ``turn/end``,
+  ``step/end``, ``llm/retry`` and ``llm/retry-started`` (which finish it unclaimed at once).
+- Events between chunks of an attempt keep their place; events after its last chunk are
+  held and emitted just before the claiming message, or just after the ``assistant/attempt``.
+- A ``turn/start`` for turn n+1 while turn n is open, with no open step and right after a
+  ``next-turn`` inbox splice that inserted messages, gets a ``turn/end`` with reason
+  ``interrupted`` (and the ``turn/start``'s time) just before it.
+- A ``user/message`` whose source is ``{kind:'goal', change:X, ...}`` becomes
+  ``goal/change {X}`` followed by the message with source ``{kind:'plugin', plugin:'goal'}``.
+- Header: ``seedLength`` becomes ``isSeeded``. In a seeded log the event at source seq
+  ``seedLength`` that is a ``session/end-seed`` gets ``data:{inherited:true}``; otherwise a
+  ``session/end-seed {inherited:true}`` is inserted before the first event emitted from
+  source seq >= ``seedLength`` (or at the end, with the last time seen).
+- Target seqs are dense from 0. The reference fields (``sourceEventSeqs``, replace
+  ``surfaceOp.start``/``end``, ``command/done.data.sourceEventSeq``, compaction
+  ``shadowedRange.start``/``end`` and ``shadowedSeqs``, title ``messageSeqs``) are rewritten
+  through the old->new map. Range pairs in ``sourceEventSeqs`` are read and written back as
+  plain lists.
+
+Refusal rules (``MigrationRefusedError.rule``, edge ``"1->2"``):
+
+- ``wrong-source-version``: the header's version is not 1.
+- ``malformed-seed-length``: ``seedLength`` is not a non-negative safe integer.
+- ``malformed-envelope`` / ``seq-not-dense``: as in 0->1.
+- ``malformed-packed-row``: a packed row without the exact packed shape.
+- ``unknown-event-type``: a type outside the 51 format-1 types, even when ignorable.
+- ``envelope-member``: an envelope key the type may not carry (chunks may carry
+  ``ignorable``, ``sourceEventSeqs`` and ``surfaceOp``), or ``ignorable`` not ``true``.
+- ``missing-payload-member`` / ``unexpected-payload-member``: payload keys are not exact.
+- ``malformed-chunk``: an ``assistant/chunk`` whose data is not ``{turn, step, chunk}``
+  with integer turn and step and a typed chunk object.
+- ``claim-without-sources``: an ``assistant/message`` without ``sourceEventSeqs`` while
+  an attempt of its (turn, step) is pending ("does not cite its complete chunk attempt").
+- ``inexact-chunk-claim``: non-empty ``sourceEventSeqs`` on an ``assistant/message`` that
+  are not exactly the pending attempt's chunk seqs in order.
+- ``invalid-reference``: a reference field that is not a list/number of earlier seqs.
+- ``consumed-chunk-reference``: a reference to a folded ``assistant/chunk``.
+- ``cut-splits-attempt``: an attempt's chunks or its claiming message straddle the cut.
+- ``seed-beyond-log``: ``seedLength`` exceeds the number of events.
+- ``turn-already-open``: a ``turn/start`` while a turn is open, outside the restart pattern.
+- ``malformed-goal-change``: a legacy goal source whose ``change`` is not a goal/change payload.
+- ``foreign-delivery-marker``: a generation-1 delivery marker naming another session
+  outside the inherited prefix of a child session.
+
+Memory: the stage holds at most one pending attempt (its chunk seqs and stream) plus the
+events that arrived after its last chunk, which is bounded by one turn since every
+``turn/end`` and ``step/end`` settles the attempt. The seq map is run-length encoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dsh_store.errors import MigrationRefusedError
+
+from . import EdgeStage, MigrationContext, Row
+from .packed import expand_packed_row, is_packed_row
+from .seqmap import CONSUMED, SeqMap, expand_seq_list
+from .streams import StreamBuilder
+from .v0_vocabulary import EVENT_TYPES, SURFACE_TYPES, is_safe_int, payload_problem
+
+__all__ = ["EDGE", "V1ToV2Edge", "V1ToV2Stage"]
+
+EDGE_NAME = "1->2"
+
+_BASE_ENVELOPE = frozenset({"type", "seq", "time", "data", "ignorable"})
+_SURFACE_ENVELOPE = _BASE_ENVELOPE | {"surfaceOp", "sourceEventSeqs"}
+_ATTEMPT_CLOSERS = frozenset({"turn/end", "step/end", "llm/retry", "llm/retry-started"})
+_CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
+
+
+class V1ToV2Edge:
+    """The 1 -> 2 edge (see the module docstring for its rules)."""
+
+    source = 1
+    target = 2
+
+    def header(self, header: Row, context: MigrationContext) -> Row:
+        """Return the format-2 header: ``seedLength`` replaced by ``isSeeded``."""
+        _seed_cut(header, context)
+        out: Row = {}
+        for key, value in header.items():
+            if key == "seedLength":
+                continue
+            if key == "delegationDepth":
+                out["isSeeded"] = "seedLength" in header
+            out[key] = 2 if key == "version" else value
+        out.setdefault("isSeeded", "seedLength" in header)
+        return out
+
+    def stage(self, header: Row, context: MigrationContext) -> V1ToV2Stage:
+        """Start the event transform for a log with format-1 header ``header``."""
+        return V1ToV2Stage(header, context, _seed_cut(header, context))
+
+
+def _seed_cut(header: Row, context: MigrationContext) -> int | None:
+    if header.get("version") != 1 or type(header.get("version")) is not int:
+        raise MigrationRefusedError(
+            f"header version is {header.get('version')!r}, this edge reads version 1",
+            rule="wrong-source-version",
+            path=context.path,
+            edge=EDGE_NAME,
+        )
+    if "seedLength" not in header:
+        return None
+    cut = header["seedLength"]
+    if not is_safe_int(cut) or cut < 0:
+        raise MigrationRefusedError(
+            f"header seedLength {cut!r} is not a non-negative safe integer",
+            rule="malformed-seed-length",
+            path=context.path,
+            edge=EDGE_NAME,
+        )
+    return int(cut)
+
+
+@dataclass
+class _Attempt:
+    turn: int
+    step: int
+    first_seq: int
+    seqs: list[int] = field(default_factory=list)
+    stream: StreamBuilder = field(default_factory=StreamBuilder)
+    last_time: int = 0
+    finished: bool = False
+
+
+@dataclass
+class _Held:
+    """An event waiting for the pending attempt to settle."""
+
+    event: Row
+    origin: int
+    is_source: bool
+
+
+class V1ToV2Stage:
+    """Streaming event transform of one format-1 log into format 2."""
+
+    def __init__(self, header: Row, context: MigrationContext, cut: int | None) -> None:
+        self._path = context.path
+        self._session_id = header.get("id")
+        self._has_parent = "parentSession" in header
+        self._cut = cut
+        self._marker_done = cut is None
+        self._last_time = header.get("createdAt", 0)
+        self._next_source = 0
+        self._next_target = 0
+        self._map = SeqMap()
+        self._pending: _Attempt | None = None
+        self._held: list[_Held] = []
+        self._open_turn: int | None = None
+        self._open_step: int | None = None
+        self._after_restart_splice = False
+
+    @property
+    def buffered_events(self) -> int:
+        """Source events currently held back (pending chunks plus held events)."""
+        pending = len(self._pending.seqs) if self._pending is not None else 0
+        return pending + len(self._held)
+
+    @property
+    def seq_map_runs(self) -> int:
+        """Runs stored by the seq map (grows with attempts and insertions, not events)."""
+        return self._map.runs
+
+    def feed(self, event: Row) -> Iterable[Row]:
+        """Take one format-1 row (an event or a packed row); return the events now settled."""
+        out: list[Row] = []
+        if is_packed_row(event):
+            for chunk in expand_packed_row(event, path=self._path, edge=EDGE_NAME):
+                self._admit_seq(chunk)
+                self._chunk(chunk, out)
+            return out
+        self._check_envelope(event)
+        self._admit_seq(event)
+        if event["type"] == "assistant/chunk":
+            self._chunk(event, out)
+        else:
+            self._event(event, out)
+        return out
+
+    def finish(self) -> Iterable[Row]:
+        """Settle a pending attempt and place a seed marker still owed; return the rest."""
+        out: list[Row] = []
+        if self._pending is not None:
+            self._settle_unclaimed(out)
+        if self._cut is not None and self._cut > self._next_source:
+            raise self._refuse(
+                "seed-beyond-log",
+                f"header seedLength {self._cut} exceeds the {self._next_source} event(s) in "
+                "the log",
+                None,
+                None,
+            )
+        if not self._marker_done:
+            self._emit_marker(self._last_time, out)
+        return out
+
+    # -- admission -----------------------------------------------------------------
+
+    def _refuse(
+        self, rule: str, detail: str, seq: int | None, event_type: str | None
+    ) -> MigrationRefusedError:
+        return MigrationRefusedError(
+            detail, rule=rule, path=self._path, seq=seq, event_type=event_type, edge=EDGE_NAME
+        )
+
+    def _check_envelope(self, row: Row) -> None:
+        event_type, seq = row.get("type"), row.get("seq")
+        if not isinstance(event_type, str) or not is_safe_int(seq) or seq < 0:
+            raise self._refuse(
+                "malformed-envelope",
+                "row lacks a string type or a non-negative safe-integer seq",
+                seq if is_safe_int(seq) else None,
+                event_type if isinstance(event_type, str) else None,
+            )
+        if not is_safe_int(row.get("time")) or not isinstance(row.get("data"), dict):
+            raise self._refuse(
+                "malformed-envelope",
+                "row lacks a safe-integer time or an object data",
+                seq,
+                event_type,
+            )
+        if event_type not in EVENT_TYPES:
+            raise self._refuse(
+                "unknown-event-type",
+                f"{event_type!r} is not a format-1 event type (refused even when ignorable)",
+                seq,
+                event_type,
+            )
+        chunk_like = event_type in SURFACE_TYPES or event_type == "assistant/chunk"
+        extra = sorted(row.keys() - (_SURFACE_ENVELOPE if chunk_like else _BASE_ENVELOPE))
+        if extra:
+            raise self._refuse(
+                "envelope-member",
+                f"{event_type} may not carry envelope member(s) {', '.join(extra)}",
+                seq,
+                event_type,
+            )
+        if "ignorable" in row and row["ignorable"] is not True:
+            raise self._refuse(
+                "envelope-member", "ignorable must be exactly true when present", seq, event_type
+            )
+        if event_type != "assistant/chunk":
+            problem = payload_problem(event_type, row["data"])
+            if problem is not None:
+                raise self._refuse(problem[0], problem[1], seq, event_type)
+
+    def _admit_seq(self, row: Row) -> None:
+        if row["seq"] != self._next_source:
+            raise self._refuse(
+                "seq-not-dense",
+                f"event has seq {row['seq']}, expected {self._next_source}",
+                row["seq"],
+                row["type"],
+            )
+        self._next_source += 1
+
+    # -- chunks and attempts -------------------------------------------------------
+
+    def _chunk(self, row: Row, out: list[Row]) -> None:
+        seq, data = row["seq"], row["data"]
+        chunk = data.get("chunk")
+        if (
+            data.keys() != _CHUNK_DATA_KEYS
+            or not is_safe_int(data["turn"])
+            or not is_safe_int(data["step"])
+            or not isinstance(chunk, dict)
+            or not isinstance(chunk.get("type"), str)
+        ):
+            raise self._refuse(
+                "malformed-chunk",
+                "assistant/chunk data must be {turn, step, chunk} with integer turn and step "
+                "and a chunk object with a string type",
+                seq,
+                "assistant/chunk",
+            )
+        self._after_restart_splice = False
+        pending = self._pending
+        if pending is not None and (
+            (pending.turn, pending.step) != (data["turn"], data["step"]) or pending.finished
+        ):
+            self._settle_unclaimed(out)
+            pending = None
+        if pending is None:
+            pending = self._pending = _Attempt(data["turn"], data["step"], seq)
+        else:
+            self._release_held(out)
+        if self._cut is not None and pending.first_seq < self._cut <= seq:
+            raise self._refuse(
+                "cut-splits-attempt",
+                f"the attempt starting at seq {pending.first_seq} straddles the inherited cut "
+                f"at seq {self._cut}",
+                seq,
+                "assistant/chunk",
+            )
+        pending.seqs.append(seq)
+        pending.stream.add(row["time"], chunk)
+        pending.last_time = row["time"]
+        pending.finished = chunk["type"] == "finish"
+        self._map.record(seq, CONSUMED)
+
+    def _settle_unclaimed(self, out: list[Row]) -> None:
+        pending = self._pending
+        assert pending is not None
+        self._pending = None
+        attempt: Row = {
+            "type": "assistant/attempt",
+            "seq": 0,
+            "time": pending.last_time,
+            "data": {"turn": pending.turn, "step": pending.step, "stream": pending.stream.records},
+        }
+        self._emit(attempt, pending.first_seq, False, out)
+        self._release_held(out)
+
+    def _release_held(self, out: list[Row]) -> None:
+        held, self._held = self._held, []
+        for item in held:
+            self._emit(item.event, item.origin, item.is_source, out)
+
+    def _claim(self, row: Row, out: list[Row]) -> Row:
+        seq, data = row["seq"], row["data"]
+        pending = self._pending
+        if pending is not None and (pending.turn, pending.step) != (data["turn"], data["step"]):
+            self._settle_unclaimed(out)
+            pending = None
+        stream: list[dict[str, Any]] = []
+        if "sourceEventSeqs" not in row:
+            if pending is not None:
+                raise self._refuse(
+                    "claim-without-sources",
+                    f"assistant/message does not cite its complete chunk attempt (pending "
+                    f"chunks from seq {pending.first_seq})",
+                    seq,
+                    "assistant/message",
+                )
+        else:
+            cited = expand_seq_list(row["sourceEventSeqs"], seq)
+            if cited == [] and pending is not None:
+                self._settle_unclaimed(out)
+            elif cited != []:
+                if pending is None or cited != pending.seqs:
+                    expected = pending.seqs if pending is not None else []
+                    raise self._refuse(
+                        "inexact-chunk-claim",
+                        "chunk provenance is not one complete ordered attempt: cites "
+                        f"{row['sourceEventSeqs']!r}, pending attempt has {expected!r}",
+                        seq,
+                        "assistant/message",
+                    )
+                if self._cut is not None and pending.first_seq < self._cut <= seq:
+                    raise self._refuse(
+                        "cut-splits-attempt",
+                        f"assistant/message claims chunks before the inherited cut at seq "
+                        f"{self._cut}",
+                        seq,
+                        "assistant/message",
+                    )
+                stream = pending.stream.records
+                self._pending = None
+                self._release_held(out)
+        message = {key: value for key, value in row.items() if key != "sourceEventSeqs"}
+        message["data"] = {**data, "stream": stream}
+        return message
+
+    # -- other events --------------------------------------------------------------
+
+    def _event(self, row: Row, out: list[Row]) -> None:
+        event_type, seq, data = row["type"], row["seq"], row["data"]
+        self._check_delivery(row)
+        if event_type in _ATTEMPT_CLOSERS and self._pending is not None:
+            self._settle_unclaimed(out)
+        if event_type == "assistant/message":
+            row = self._claim(row, out)
+        elif event_type == "turn/start":
+            closer = self._turn_start(row)
+            if closer is not None:
+                self._put(closer, seq, False, out)
+        elif event_type == "user/message":
+            goal_change, row = self._split_goal(row)
+            if goal_change is not None:
+                self._put(goal_change, seq, False, out)
+        if event_type == "turn/end":
+            self._open_turn = self._open_step = None
+        elif event_type == "step/start":
+            self._open_step = data["step"]
+        elif event_type == "step/end":
+            self._open_step = None
+        self._after_restart_splice = (
+            event_type == "agent/inbox/spliced"
+            and data.get("target") == "next-turn"
+            and isinstance(data.get("inserted"), list)
+            and bool(data["inserted"])
+        )
+        self._put(row, seq, True, out)
+
+    def _put(self, event: Row, origin: int, is_source: bool, out: list[Row]) -> None:
+        if self._pending is not None:
+            self._held.append(_Held(event, origin, is_source))
+        else:
+            self._emit(event, origin, is_source, out)
+
+    def _turn_start(self, row: Row) -> Row | None:
+        """Track the open turn; return the legacy restart closer when one is due."""
+        turn = row["data"]["turn"]
+        closer: Row | None = None
+        if self._open_turn is not None:
+            restart = (
+                self._open_step is None
+                and self._after_restart_splice
+                and turn == self._open_turn + 1
+            )
+            if not restart:
+                raise self._refuse(
+                    "turn-already-open",
+                    f"turn/start for turn {turn!r} while turn {self._open_turn} is open",
+                    row["seq"],
+                    "turn/start",
+                )
+            closer = {
+                "type": "turn/end",
+                "seq": 0,
+                "time": row["time"],
+                "data": {"turn": self._open_turn, "reason": {"kind": "interrupted"}},
+            }
+        self._open_turn = turn
+        self._open_step = None
+        return closer
+
+    def _split_goal(self, row: Row) -> tuple[Row | None, Row]:
+        """Split a legacy goal message into ``goal/change`` and the plain message."""
+        source = row["data"].get("source")
+        if not (isinstance(source, dict) and source.get("kind") == "goal" and "change" in source):
+            return None, row
+        change = source["change"]
+        if not isinstance(change, dict) or payload_problem("goal/change", change) is not None:
+            raise self._refuse(
+                "malformed-goal-change",
+                "legacy goal message source carries a change that is not a goal/change payload",
+                row["seq"],
+                "user/message",
+            )
+        goal_change: Row = {"type": "goal/change", "seq": 0, "time": row["time"], "data": change}
+        message = {**row, "data": {**row["data"], "source": {"kind": "plugin", "plugin": "goal"}}}
+        return goal_change, message
+
+    def _check_delivery(self, row: Row) -> None:
+        if row["type"] != "session-log-deepseek/delivery-accepted":
+            return
+        data = row["data"]
+        if data.get("sessionFormatVersion") != 1 or data["sessionId"] == self._session_id:
+            return
+        inherited = self._cut is not None and row["seq"] < self._cut
+        if not (inherited and self._has_parent):
+            raise self._refuse(
+                "foreign-delivery-marker",
+                f"generation-1 delivery marker names session {data['sessionId']!r}, not this "
+                f"session {self._session_id!r}, outside a child's inherited prefix",
+                row["seq"],
+                row["type"],
+            )
+
+    # -- emission ------------------------------------------------------------------
+
+    def _emit(self, event: Row, origin: int, is_source: bool, out: list[Row]) -> None:
+        if not self._marker_done and self._cut is not None and origin >= self._cut:
+            if is_source and origin == self._cut and event["type"] == "session/end-seed":
+                event = {**event, "data": {"inherited": True}}
+                self._marker_done = True
+            else:
+                self._emit_marker(event["time"], out)
+        if is_source:
+            event = self._remap(event)
+        event = {**event, "seq": self._next_target}
+        if is_source:
+            self._map.record(origin, self._next_target)
+        self._next_target += 1
+        self._last_time = event["time"]
+        out.append(event)
+
+    def _emit_marker(self, time: int, out: list[Row]) -> None:
+        self._marker_done = True
+        out.append(
+            {
+                "type": "session/end-seed",
+                "seq": self._next_target,
+                "time": time,
+                "data": {"inherited": True},
+            }
+        )
+        self._next_target += 1
+        self._last_time = time
+
+    def _target(self, source: int, row: Row) -> int:
+        target = self._map.lookup(source)
+        if target == CONSUMED:
+            raise self._refuse(
+                "consumed-chunk-reference",
+                f"reference to seq {source} targets consumed assistant/chunk",
+                row["seq"],
+                row["type"],
+            )
+        if target is None:
+            raise self._refuse(
+                "invalid-reference",
+                f"reference to seq {source} names no earlier event",
+                row["seq"],
+                row["type"],
+            )
+        return target
+
+    def _seq_list(self, value: object, row: Row, what: str) -> list[int]:
+        seqs = expand_seq_list(value, row["seq"])
+        if seqs is None:
+            raise self._refuse(
+                "invalid-reference",
+                f"{what} is not a list of earlier seqs: {value!r}",
+                row["seq"],
+                row["type"],
+            )
+        return [self._target(seq, row) for seq in seqs]
+
+    def _seq_one(self, value: object, row: Row, what: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < row["seq"]:
+            raise self._refuse(
+                "invalid-reference",
+                f"{what} {value!r} is not an earlier seq",
+                row["seq"],
+                row["type"],
+            )
+        return self._target(value, row)
+
+    def _remap(self, row: Row) -> Row:
+        event_type = row["type"]
+        out = dict(row)
+        if "sourceEventSeqs" in row:
+            out["sourceEventSeqs"] = self._seq_list(row["sourceEventSeqs"], row, "sourceEventSeqs")
+        surface_op = row.get("surfaceOp")
+        if isinstance(surface_op, dict) and surface_op.get("op") == "replace":
+            op = dict(surface_op)
+            for key in ("start", "end"):
+                if key in op:
+                    op[key] = self._seq_one(op[key], row, f"surfaceOp.{key}")
+            out["surfaceOp"] = op
+        data = row["data"]
+        if event_type == "command/done" and "sourceEventSeq" in data:
+            out["data"] = {
+                **data,
+                "sourceEventSeq": self._seq_one(data["sourceEventSeq"], row, "sourceEventSeq"),
+            }
+        elif event_type in ("compaction/summary", "compaction/prune"):
+            new_data = dict(data)
+            shadowed = data["shadowedRange"]
+            if not isinstance(shadowed, dict):
+                raise self._refuse(
+                    "invalid-reference", "shadowedRange is not an object", row["seq"], event_type
+                )
+            new_data["shadowedRange"] = {
+                key: (
+                    self._seq_one(value, row, f"shadowedRange.{key}")
+                    if key in ("start", "end")
+                    else value
+                )
+                for key, value in shadowed.items()
+            }
+            new_data["shadowedSeqs"] = self._seq_list(data["shadowedSeqs"], row, "shadowedSeqs")
+            out["data"] = new_data
+        elif event_type in ("session/title", "session/title-llm-request"):
+            out["data"] = {
+                **data,
+                "messageSeqs": self._seq_list(data["messageSeqs"], row, "messageSeqs"),
+            }
+        return out
+
+
+EDGE: V1ToV2Edge = V1ToV2Edge()
+"""The registered 1 -> 2 edge."""
+
+_STAGE_PROTOCOL_CHECK: type[EdgeStage] = V1ToV2Stage

@@ -1,0 +1,472 @@
+"""Edge v2 -> v3: the system prompt becomes a surface node; envelopes become canonical.
+
+What the edge does, in source order (see ``docs/migrations-late.md``):
+
+* audits every source row against the released v2 rules (:mod:`._v2_audit`);
+* emits an empty ``system/message`` head right after the first ``step/start`` and a
+  replacing ``system/message`` before every ``request/header`` whose ``header.system``
+  differs from the current prompt, then drops ``header.system`` everywhere;
+* renames the PTC vocabulary (``tool/code-dispatch*`` -> ``tool/ptc-dispatch*``, preset
+  ``code`` -> ``ptc``, plugin ``tools-code-mode`` -> ``tools-ptc``);
+* writes canonical envelopes (``surfaceOp`` replace uses ``startSeq``/``endSeq``) and
+  canonical request headers (no empty ``tools`` or ``adapterDefaults``);
+* renumbers densely and remaps every declared reference field through the insertions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any, NoReturn
+
+import orjson
+
+from dsh_store.errors import MigrationRefusedError
+
+from . import EdgeStage, MigrationContext, Row
+from ._seq_references import (
+    BadReference,
+    SeqShift,
+    is_safe_int,
+    remap_payload_references,
+    remap_seq_list,
+)
+from ._v2_audit import SURFACE_TYPES_V2, AuditFailure, audit_v2_event, iter_message_slots
+
+__all__ = ["EDGE", "SYSTEM_PROMPT_PLUGIN", "V2ToV3Edge", "synthetic_system_id"]
+
+EDGE_NAME = "2->3"
+SYSTEM_PROMPT_PLUGIN = "@deepseek-ai/dsh-system-prompt"
+SYNTHETIC_ID_PREFIX = "v2-to-v3-system-"
+_RENAMED_TYPES = {
+    "tool/code-dispatch": "tool/ptc-dispatch",
+    "tool/code-dispatch-start": "tool/ptc-dispatch-start",
+}
+# The three source slots whose plugin name follows the PTC rename.
+_PTC_PLUGIN_SLOT_TYPES = frozenset(
+    {"user/message", "agent/inbox/spliced", "session/title-llm-request"}
+)
+_COPIED_PAYLOAD_TYPES = frozenset(
+    {
+        "request/header",
+        "agent-preset/selected",
+        "command/done",
+        "compaction/summary",
+        "compaction/prune",
+        "session/title",
+        "session/title-llm-request",
+        *_PTC_PLUGIN_SLOT_TYPES,
+    }
+)
+
+
+def synthetic_system_id(header_id: str, anchor_seq: int, anchor_type: str) -> str:
+    """The deterministic id of a system message synthesized for source event ``anchor_seq``.
+
+    SHA-256 over the compact JSON array ``["session-format-v2-to-v3", header id, anchor
+    source seq, anchor type]`` (JavaScript ``JSON.stringify`` form), lowercase hex.
+    """
+    text = json.dumps(
+        ["session-format-v2-to-v3", header_id, anchor_seq, anchor_type],
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return SYNTHETIC_ID_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class V2ToV3Edge:
+    """The v2 -> v3 edge (stateless; :meth:`stage` starts one log's transform)."""
+
+    source = 2
+    target = 3
+
+    def header(self, header: Row, context: MigrationContext) -> Row:
+        """Bump the version; rename an ``agentPreset`` of ``"code"`` to ``"ptc"``."""
+        if header.get("version") != 2:
+            _refuse(
+                context,
+                f"header version is {header.get('version')!r}, expected 2",
+                "wrong source version",
+            )
+        if header.get("agentPreset") == "ptc":
+            _refuse(
+                context, "a v2 header already names the v3 preset 'ptc'", "v3 ptc tag in v2 source"
+            )
+        migrated = dict(header)
+        migrated["version"] = 3
+        if migrated.get("agentPreset") == "code":
+            migrated["agentPreset"] = "ptc"
+        return migrated
+
+    def stage(self, header: Row, context: MigrationContext) -> EdgeStage:
+        """Start the streaming transform of one v2 log whose header is ``header``."""
+        return _V2ToV3Stage(header, context)
+
+
+def _refuse(
+    context: MigrationContext,
+    detail: str,
+    rule: str,
+    *,
+    seq: int | None = None,
+    event_type: str | None = None,
+) -> NoReturn:
+    raise MigrationRefusedError(
+        detail, rule=rule, path=context.path, seq=seq, event_type=event_type, edge=EDGE_NAME
+    )
+
+
+class _V2ToV3Stage:
+    def __init__(self, header: Row, context: MigrationContext) -> None:
+        self._context = context
+        self._header_id = str(header.get("id"))
+        self._seeded = header.get("isSeeded") is True
+        self._has_parent = "parentSession" in header
+        self._next_source_seq = 0
+        self._next_target_seq = 0
+        self._shift = SeqShift()
+        self._prompt = ""
+        self._open_step: tuple[Any, Any] | None = None
+        self._head_seq: int | None = None
+        self._generated_ids: set[str] = set()
+        # Only source ids that carry the synthetic prefix can ever collide; keep just those.
+        self._prefixed_source_ids: set[str] = set()
+        self._saw_inherited_marker = False
+        self._foreign_markers_before_cut: list[int] = []
+
+    # -- protocol -----------------------------------------------------------------
+
+    def feed(self, event: Row) -> Iterable[Row]:
+        seq, event_type = self._admit(event)
+        out: list[Row] = []
+        if event_type in SURFACE_TYPES_V2 and self._head_seq is None:
+            self._fail(
+                "surface before first step cannot acquire a system head without changing "
+                "chronology",
+                "surface before first step",
+                seq,
+                event_type,
+            )
+        if event_type == "request/header":
+            replacement = self._prompt_replacement(event, seq)
+            if replacement is not None:
+                out.append(replacement)
+        self._guard_delivery_and_cut(event, seq, event_type)
+        out.append(self._convert(event, seq, event_type))
+        if event_type == "step/start":
+            self._open_step = (event["data"]["turn"], event["data"]["step"])
+            if self._head_seq is None:
+                out.append(self._head(event, seq))
+        elif event_type in ("step/end", "turn/end"):
+            self._open_step = None
+        return out
+
+    def finish(self) -> Iterable[Row]:
+        if self._seeded and not self._saw_inherited_marker:
+            self._fail(
+                "the header says the log is seeded but no session/end-seed {inherited: true} "
+                "marks the cut",
+                "cut disagrees with header",
+                None,
+                None,
+            )
+        if self._foreign_markers_before_cut:
+            seq = self._foreign_markers_before_cut[0]
+            self._fail(
+                "a generation-2 delivery marker names another session outside the inherited prefix",
+                "foreign delivery marker",
+                seq,
+                "session-log-deepseek/delivery-accepted",
+            )
+        return ()
+
+    # -- admission ------------------------------------------------------------------
+
+    def _admit(self, event: Row) -> tuple[int, str]:
+        event_type = event.get("type") if isinstance(event, dict) else None
+        if not isinstance(event_type, str):
+            self._fail(
+                "row is not an event object with a string type",
+                "malformed envelope",
+                self._next_source_seq,
+                None,
+            )
+        seq = event.get("seq")
+        if not is_safe_int(seq) or seq != self._next_source_seq:
+            self._fail(
+                f"seq {seq!r} where {self._next_source_seq} was expected; the source must be "
+                "dense from 0",
+                "non-dense source seq",
+                self._next_source_seq,
+                event_type,
+            )
+        assert isinstance(seq, int)
+        self._next_source_seq += 1
+        try:
+            audit_v2_event(event)
+        except AuditFailure as failure:
+            self._fail(failure.detail, failure.rule, seq, event_type)
+        data = event["data"]
+        if event_type == "agent-preset/selected" and data.get("agentPreset") == "ptc":
+            self._fail(
+                "a v2 preset selection already names 'ptc'",
+                "v3 ptc tag in v2 source",
+                seq,
+                event_type,
+            )
+        for slot, message in iter_message_slots(event_type, data):
+            self._track_source_id(message, slot, seq, event_type)
+            source = message.get("source")
+            if (
+                event_type in _PTC_PLUGIN_SLOT_TYPES
+                and isinstance(source, dict)
+                and source.get("kind") == "plugin"
+                and source.get("plugin") == "tools-ptc"
+            ):
+                self._fail(
+                    f"{slot}.source already uses the v3 plugin name 'tools-ptc'",
+                    "v3 ptc tag in v2 source",
+                    seq,
+                    event_type,
+                )
+        return seq, event_type
+
+    def _track_source_id(
+        self, message: dict[str, Any], slot: str, seq: int, event_type: str
+    ) -> None:
+        message_id = message.get("id")
+        if isinstance(message_id, str) and message_id.startswith(SYNTHETIC_ID_PREFIX):
+            if message_id in self._generated_ids:
+                self._fail(
+                    f"{slot}.id {message_id!r} equals a synthesized system message id",
+                    "synthetic system id collision",
+                    seq,
+                    event_type,
+                )
+            self._prefixed_source_ids.add(message_id)
+
+    # -- the system head ------------------------------------------------------------
+
+    def _new_system_id(self, anchor_seq: int, anchor_type: str) -> str:
+        message_id = synthetic_system_id(self._header_id, anchor_seq, anchor_type)
+        if message_id in self._prefixed_source_ids or message_id in self._generated_ids:
+            self._fail(
+                f"synthesized system message id {message_id!r} is already in use",
+                "synthetic system id collision",
+                anchor_seq,
+                anchor_type,
+            )
+        self._generated_ids.add(message_id)
+        return message_id
+
+    def _system_message(
+        self, anchor: Row, anchor_seq: int, turn: Any, step: Any, prompt: str
+    ) -> Row:
+        content: list[Any] = [{"type": "text", "text": prompt}] if prompt else []
+        message = {
+            "id": self._new_system_id(anchor_seq, anchor["type"]),
+            "role": "system",
+            "source": {"kind": "plugin", "plugin": SYSTEM_PROMPT_PLUGIN},
+            "content": content,
+        }
+        row: Row = {
+            "type": "system/message",
+            "seq": self._take_target_seq(),
+            "time": anchor["time"],
+            "data": {"turn": turn, "step": step, "message": message},
+        }
+        return row
+
+    def _head(self, step_start: Row, seq: int) -> Row:
+        self._shift.insert_before(seq + 1)
+        data = step_start["data"]
+        row = self._system_message(step_start, seq, data["turn"], data["step"], "")
+        row["surfaceOp"] = "append"
+        self._head_seq = row["seq"]
+        return row
+
+    def _prompt_replacement(self, request_header: Row, seq: int) -> Row | None:
+        header = request_header["data"]["header"]
+        if not isinstance(header, dict):
+            self._fail("data.header is not an object", "malformed payload", seq, "request/header")
+        prompt = header.get("system", "")
+        if not isinstance(prompt, str):
+            self._fail(
+                f"data.header.system is {type(prompt).__name__}, not a string",
+                "malformed payload",
+                seq,
+                "request/header",
+            )
+        if prompt == self._prompt:
+            return None
+        if self._open_step is None or self._head_seq is None:
+            self._fail(
+                "the request prompt changes while no step is open, so no system message can "
+                "carry it",
+                "changed request prompt outside an open step",
+                seq,
+                "request/header",
+            )
+        self._shift.insert_before(seq)
+        turn, step = self._open_step
+        previous_head = self._head_seq
+        row = self._system_message(request_header, seq, turn, step, prompt)
+        row["surfaceOp"] = {"op": "replace", "startSeq": previous_head, "endSeq": previous_head}
+        row["sourceEventSeqs"] = [previous_head]
+        self._head_seq = row["seq"]
+        self._prompt = prompt
+        return row
+
+    # -- per-event rules ------------------------------------------------------------
+
+    def _guard_delivery_and_cut(self, event: Row, seq: int, event_type: str) -> None:
+        data = event["data"]
+        if event_type == "session/end-seed" and data.get("inherited") is True:
+            if not self._seeded:
+                self._fail(
+                    "an inherited session/end-seed marker in a log whose header is not seeded",
+                    "cut disagrees with header",
+                    seq,
+                    event_type,
+                )
+            self._saw_inherited_marker = True
+            self._foreign_markers_before_cut.clear()
+        elif event_type == "session-log-deepseek/delivery-accepted":
+            generation = data.get("sessionFormatVersion")
+            if generation == 3:
+                self._fail(
+                    "a v2 log holds a delivery marker claiming format 3",
+                    "delivery marker claims newer format",
+                    seq,
+                    event_type,
+                )
+            if generation == 2 and data.get("sessionId") != self._header_id:
+                if not (self._has_parent and self._seeded):
+                    self._fail(
+                        f"a generation-2 delivery marker names session {data.get('sessionId')!r}, "
+                        f"not this session {self._header_id!r}",
+                        "foreign delivery marker",
+                        seq,
+                        event_type,
+                    )
+                # Allowed only if a later inherited marker proves it lies in the prefix.
+                self._foreign_markers_before_cut.append(seq)
+
+    def _convert(self, event: Row, seq: int, event_type: str) -> Row:
+        data = event["data"]
+        if event_type in _COPIED_PAYLOAD_TYPES:
+            data = orjson.loads(orjson.dumps(data))
+            self._rewrite_payload(event_type, data, seq)
+        out: Row = {}
+        for key, value in event.items():
+            if key == "type":
+                out[key] = _RENAMED_TYPES.get(event_type, event_type)
+            elif key == "seq":
+                out[key] = self._take_target_seq()
+            elif key == "data":
+                out[key] = data
+            elif key == "surfaceOp":
+                out[key] = self._canonical_surface_op(value, seq, event_type)
+            elif key == "sourceEventSeqs":
+                out[key] = self._remap_source_seqs(value, seq, event_type)
+            else:
+                out[key] = value
+        if event_type == "tool/result":
+            self._check_tool_error(data, seq, event_type)
+        return out
+
+    def _rewrite_payload(self, event_type: str, data: dict[str, Any], seq: int) -> None:
+        if event_type == "request/header":
+            header = data["header"]
+            header.pop("system", None)
+            if header.get("tools") == []:
+                del header["tools"]
+            if header.get("adapterDefaults") == {}:
+                del header["adapterDefaults"]
+        elif event_type == "agent-preset/selected" and data.get("agentPreset") == "code":
+            data["agentPreset"] = "ptc"
+        if event_type in _PTC_PLUGIN_SLOT_TYPES:
+            for _slot, message in iter_message_slots(event_type, data):
+                source = message.get("source")
+                if (
+                    isinstance(source, dict)
+                    and source.get("kind") == "plugin"
+                    and source.get("plugin") == "tools-code-mode"
+                ):
+                    source["plugin"] = "tools-ptc"
+
+        def remap(value: object, field: str) -> int:
+            return self._remap_one(value, seq, event_type, field)
+
+        remap_payload_references(event_type, data, remap, image_offload=False)
+
+    def _remap_one(self, value: object, seq: int, event_type: str, field: str) -> int:
+        try:
+            return self._shift.remap(value, seq, field)
+        except BadReference as bad:
+            self._fail(bad.detail, bad.rule, seq, event_type)
+
+    def _remap_source_seqs(self, value: object, seq: int, event_type: str) -> list[Any]:
+        if isinstance(value, list) and not value:
+            self._fail(
+                "sourceEventSeqs is present but empty", "malformed reference", seq, event_type
+            )
+        try:
+            return remap_seq_list(value, seq, self._shift, "sourceEventSeqs", unique=True)
+        except BadReference as bad:
+            self._fail(bad.detail, bad.rule, seq, event_type)
+
+    def _canonical_surface_op(self, value: object, seq: int, event_type: str) -> Any:
+        if value == "append":
+            return "append"
+        if (
+            not isinstance(value, dict)
+            or set(value) != {"op", "start", "end"}
+            or value["op"] != "replace"
+        ):
+            self._fail(
+                f"surfaceOp {value!r} is neither 'append' nor {{op: 'replace', start, end}}",
+                "malformed surfaceOp",
+                seq,
+                event_type,
+            )
+        canonical: dict[str, Any] = {}
+        for key, item in value.items():
+            if key == "op":
+                canonical["op"] = item
+            else:
+                canonical[f"{key}Seq"] = self._remap_one(item, seq, event_type, f"surfaceOp.{key}")
+        return canonical
+
+    def _check_tool_error(self, data: dict[str, Any], seq: int, event_type: str) -> None:
+        if "error" not in data:
+            return
+        content = data["message"].get("content") if isinstance(data["message"], dict) else None
+        if not (
+            isinstance(content, list)
+            and len(content) == 1
+            and isinstance(content[0], dict)
+            and content[0].get("type") == "tool-result"
+            and content[0].get("isError") is True
+        ):
+            self._fail(
+                "data.error is set but the message is not a single tool-result block with "
+                "isError: true",
+                "tool error without error result",
+                seq,
+                event_type,
+            )
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _take_target_seq(self) -> int:
+        seq = self._next_target_seq
+        self._next_target_seq += 1
+        return seq
+
+    def _fail(self, detail: str, rule: str, seq: int | None, event_type: str | None) -> NoReturn:
+        _refuse(self._context, detail, rule, seq=seq, event_type=event_type)
+
+
+EDGE = V2ToV3Edge()

@@ -1,0 +1,416 @@
+"""LogScanner: committed prefix, crash tails, committed corruption, framing oddities."""
+
+from __future__ import annotations
+
+import json
+import os
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_store.errors import (
+    CorruptLogError,
+    DshStoreError,
+    NotASessionError,
+    UnsupportedVersionError,
+)
+from dsh_store.jsonl.scan import LogScanner, ScannedRow
+
+from .scan_logs import (
+    closed_turn,
+    event,
+    header,
+    line,
+    line_ends,
+    packed_row,
+    v4_events,
+    v4_log,
+    write,
+)
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+CORPUS = SHARED / "corpus"
+SAMPLES = SHARED / "reference" / "samples"
+
+
+def scan(path: Path, **kwargs: Any) -> tuple[LogScanner, list[ScannedRow]]:
+    scanner = LogScanner(path, **kwargs)
+    return scanner, list(scanner.rows())
+
+
+def snapshot(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+# -- the committed prefix ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 64, 1 << 20])
+def test_clean_log_yields_every_row_with_exact_positions(tmp_path: Path, chunk_size: int) -> None:
+    data = v4_log()
+    path = write(tmp_path / "session.v4.jsonl", data)
+    scanner, rows = scan(path, chunk_size=chunk_size)
+    events = v4_events()
+    ends = line_ends(data)
+    assert [r.value for r in rows] == events
+    assert [r.line for r in rows] == list(range(2, len(events) + 2))
+    assert [r.offset for r in rows] == ends[:-1]
+    assert [r.raw for r in rows] == [line(e)[:-1] for e in events]
+    assert [(r.first_seq, r.seq_count) for r in rows] == [(i, 1) for i in range(len(events))]
+    assert scanner.header is not None and scanner.header.version == 4
+    assert scanner.header.size == ends[0]
+    assert scanner.torn is None
+    assert scanner.committed_size == len(data) == scanner.file_size
+    assert scanner.event_count == len(events)
+    assert scanner.findings == []
+    assert scanner.finished
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("*.jsonl")))
+def test_reference_samples_scan_clean(sample: str) -> None:
+    path = SAMPLES / sample
+    scanner, rows = scan(path)
+    physical = path.read_bytes().count(b"\n")
+    assert scanner.header is not None
+    assert scanner.header.version == int(sample.split(".v")[1].split(".")[0])
+    assert len(rows) == scanner.event_count == physical - 1
+    assert scanner.torn is None and scanner.committed_size == path.stat().st_size
+
+
+def test_empty_file_is_empty_not_an_error(tmp_path: Path) -> None:
+    scanner, rows = scan(write(tmp_path / "s.jsonl", b""))
+    assert rows == []
+    assert scanner.empty and scanner.header is None and scanner.torn is None
+    assert scanner.committed_size == 0 and scanner.event_count == 0
+    assert LogScanner(tmp_path / "s.jsonl").read_header() is None
+
+
+def test_header_only_log_has_no_events(tmp_path: Path) -> None:
+    data = line(header())
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data))
+    assert rows == [] and not scanner.empty
+    assert scanner.committed_size == len(data) and scanner.event_count == 0
+    assert scanner.torn is None
+
+
+def test_read_header_reads_only_the_first_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", line(header(2)) + b"garbage that is never looked at\n")
+    info = LogScanner(path, chunk_size=5).read_header()
+    assert info is not None and info.version == 2 and info.size == len(line(header(2)))
+
+
+def test_scanner_opens_nothing_until_iterated(tmp_path: Path) -> None:
+    scanner = LogScanner(tmp_path / "missing.jsonl")
+    assert scanner.header is None and not scanner.finished
+    with pytest.raises(FileNotFoundError):
+        list(scanner.rows())
+
+
+def test_rescanning_starts_over(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", v4_log())
+    scanner = LogScanner(path)
+    first = list(scanner.rows())
+    path.write_bytes(path.read_bytes() + b'{"par')
+    second = list(scanner.rows())
+    assert first == second
+    assert scanner.torn is not None and scanner.torn.length == 5
+
+
+# -- version first -------------------------------------------------------------------
+
+
+def test_newer_version_with_garbage_body_is_unsupported(tmp_path: Path) -> None:
+    body = b"\x00\xff not json at all\n" * 3 + line({"type": "turn/end", "seq": 9})
+    path = write(tmp_path / "s.jsonl", line({"type": "session", "version": 5}) + body)
+    before = snapshot(path)
+    with pytest.raises(UnsupportedVersionError) as caught:
+        list(LogScanner(path).rows())
+    assert str(caught.value) == (
+        f"{path}: session format version 5 is not supported (this dsh-store reads versions "
+        "0-4): written by a newer writer; upgrade dsh-store"
+    )
+    assert snapshot(path) == before
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_older_versions_scan_with_their_framing(tmp_path: Path, version: int) -> None:
+    events = [*closed_turn(0, 1), *closed_turn(2, 2)]
+    data = line(header(version)) + b"".join(line(e) for e in events)
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data))
+    assert scanner.header is not None and scanner.header.version == version
+    assert [r.value for r in rows] == events and scanner.torn is None
+
+
+def test_torn_header_is_not_a_session(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.jsonl", line(header())[:30])
+    with pytest.raises(NotASessionError, match="the first line is incomplete"):
+        list(LogScanner(path).rows())
+
+
+# -- crash tails ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tail", "rule", "reason"),
+    [
+        (b"\x00", "torn-line", "the last line has no newline (1 byte(s) cut off)"),
+        (b"\x00" * 4096, "torn-line", "the last line has no newline (4096 byte(s) cut off)"),
+        (
+            b"\xde\xad\xbe\xef garbage",
+            "torn-line",
+            "the last line has no newline (12 byte(s) cut off)",
+        ),
+        (b'{"type":"turn/end","seq":13', "torn-line", "the last line has no newline"),
+        (b"garbage\n", "unparsable-line", "line is not valid JSON"),
+        (b"\x00" * 10 + b"\n" + b"\x00" * 10, "unparsable-line", "line is not valid JSON"),
+        (b"\n", "unparsable-line", "line is not valid JSON"),
+        (line(event(14, "turn/start", {"turn": 3})), "seq-gap", "expected seq 13, found 14"),
+        (line(event(12, "turn/start", {"turn": 3})), "seq-duplicate", "expected seq 13, found 12"),
+        (line({"type": "x", "seq": 13, "data": {}}), "bad-row", "row 'x' has no integer 'time'"),
+        (line(event(13, "turn/start", {})) + b"\x00\x00", "torn-line", "the last line has no"),
+    ],
+)
+def test_crash_tails_are_torn_not_corrupt(
+    tmp_path: Path, tail: bytes, rule: str, reason: str
+) -> None:
+    good = v4_log()
+    if rule == "torn-line" and tail.startswith(b'{"type":"turn/start"'):
+        good += tail[: tail.index(b"\n") + 1]
+        tail = tail[tail.index(b"\n") + 1 :]
+    path = write(tmp_path / "s.jsonl", good + tail)
+    before = snapshot(path)
+    scanner, rows = scan(path, chunk_size=4096)
+    assert scanner.committed_size == len(good)
+    assert rows[-1].offset + len(rows[-1].raw) + 1 == len(good)
+    torn = scanner.torn
+    assert torn is not None
+    assert (torn.offset, torn.length, torn.rule) == (len(good), len(tail), rule)
+    assert torn.reason.startswith(reason)
+    assert torn.line == good.count(b"\n") + 1
+    assert torn.seq == scanner.event_count
+    finding = scanner.findings[-1]
+    assert finding.rule == "torn-tail"
+    assert finding.message.startswith(f"crash tail of {len(tail)} byte(s) from line {torn.line}: ")
+    assert (finding.line, finding.offset, finding.seq) == (torn.line, torn.offset, torn.seq)
+    assert snapshot(path) == before
+
+
+def test_defect_after_the_last_turn_end_is_a_tail(tmp_path: Path) -> None:
+    events = closed_turn(0, 1)
+    later = [line(event(3, "turn/start", {"turn": 2})), line(event(4, "step/start", {}))]
+    data = line(header()) + b"".join(line(e) for e in events) + b"".join(later)
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data))
+    assert len(rows) == 2
+    assert scanner.torn is not None and scanner.torn.rule == "seq-gap"
+    assert scanner.torn.length == sum(map(len, later))
+
+
+def test_turn_end_on_an_unterminated_last_line_does_not_commit(tmp_path: Path) -> None:
+    data = v4_log() + b"junk\n" + line(event(14, "turn/end", {}))[:-1]
+    scanner, _ = scan(write(tmp_path / "s.jsonl", data))
+    assert scanner.torn is not None and scanner.torn.rule == "unparsable-line"
+
+
+# -- committed corruption ------------------------------------------------------------
+
+
+def _corrupt_case(kind: str) -> tuple[bytes, int, int, str, str]:
+    """(file bytes, defect line, defect offset, rule, detail start) for one damage kind."""
+    events = [*closed_turn(0, 1), *closed_turn(2, 2), *closed_turn(4, 3)]
+    lines = [line(header()), *(line(e) for e in events)]
+    bad_index = 3  # physical line 4, which should carry seq 2
+    if kind == "unparsable-line":
+        lines[bad_index] = lines[bad_index][:10] + b"\xff" + lines[bad_index][11:]
+        detail = "line is not valid JSON [unparsable-line]"
+    elif kind == "seq-gap":
+        del lines[bad_index]
+        detail = "expected seq 2, found 3 [seq-gap]"
+    elif kind == "seq-duplicate":
+        lines.insert(bad_index, lines[bad_index - 1])
+        detail = "expected seq 2, found 1 [seq-duplicate]"
+    elif kind == "bad-row":
+        lines[bad_index] = line({"type": "turn/start", "seq": 2, "time": "noon", "data": {}})
+        detail = "row 'turn/start' has no integer 'time' [bad-row]"
+    else:  # zero bytes overwrote a committed line (a lost page)
+        lines[bad_index] = b"\x00" * (len(lines[bad_index]) - 1) + b"\n"
+        detail = "line is not valid JSON [unparsable-line]"
+    offset = sum(map(len, lines[:bad_index]))
+    return b"".join(lines), bad_index + 1, offset, kind.replace("zeroed", "unparsable-line"), detail
+
+
+@pytest.mark.parametrize(
+    "kind", ["unparsable-line", "seq-gap", "seq-duplicate", "bad-row", "zeroed"]
+)
+@pytest.mark.parametrize("chunk_size", [3, 1 << 20])
+def test_defect_before_a_later_turn_end_is_corruption(
+    tmp_path: Path, kind: str, chunk_size: int
+) -> None:
+    data, line_no, offset, rule, detail = _corrupt_case(kind)
+    path = write(tmp_path / "session.v4.jsonl", data)
+    before = snapshot(path)
+    scanner = LogScanner(path, chunk_size=chunk_size)
+    yielded: list[ScannedRow] = []
+    with pytest.raises(CorruptLogError) as caught:
+        for row in scanner.rows():
+            yielded.append(row)
+    error = caught.value
+    assert (error.line, error.offset, getattr(error, "seq", None), error.rule) == (
+        line_no,
+        offset,
+        2,
+        rule,
+    )
+    assert str(error) == (
+        f"{path}:{line_no} (byte {offset}, seq 2): corrupt session log: {detail}; the turn/end "
+        f"at line {line_no + (2 if kind.startswith('seq-') else 1)} shows this region was "
+        "committed; the file was not modified — restore it from a backup or inspect it with "
+        "`dsh-store inspect`"
+    )
+    assert [r.first_seq for r in yielded] == [0, 1]
+    assert snapshot(path) == before
+
+
+def test_unparsable_later_lines_do_not_hide_a_commit(tmp_path: Path) -> None:
+    data = (
+        line(header())
+        + line(event(0, "turn/start", {"turn": 1}))
+        + b"broken\n"
+        + b'{"type":"turn/end" broken\n'
+        + line(event(1, "turn/end", {"turn": 1, "reason": {"kind": "completed"}}))
+    )
+    with pytest.raises(CorruptLogError) as caught:
+        LogScanner(write(tmp_path / "s.jsonl", data)).exhaust()
+    assert caught.value.line == 3
+    assert "the turn/end at line 5 shows" in str(caught.value)
+
+
+# -- V0/V1 packed rows ---------------------------------------------------------------
+
+
+def _packed_log(version: int, rows: list[dict[str, Any]]) -> bytes:
+    return line(header(version)) + b"".join(line(r) for r in rows)
+
+
+def test_packed_rows_pass_through_unexpanded_in_v0_and_v1(tmp_path: Path) -> None:
+    body = [
+        event(0, "turn/start", {"turn": 1}),
+        packed_row(1, ["a", "b", "c"]),
+        packed_row(4, ["{", "}"], kind="tool-call-chunks"),
+        event(6, "turn/end", {"turn": 1}),
+    ]
+    for version in (0, 1):
+        scanner, rows = scan(write(tmp_path / f"v{version}.jsonl", _packed_log(version, body)))
+        assert [(r.first_seq, r.seq_count) for r in rows] == [(0, 1), (1, 3), (4, 2), (6, 1)]
+        assert rows[1].value == body[1]
+        assert scanner.event_count == 7 and scanner.torn is None
+
+
+def test_packed_row_seq_gap_without_commit_drops_the_whole_row(tmp_path: Path) -> None:
+    body = [event(0, "turn/start", {"turn": 1}), packed_row(2, ["a", "b", "c"])]
+    data = _packed_log(0, body)
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data))
+    assert len(rows) == 1
+    assert scanner.torn is not None and scanner.torn.rule == "seq-gap"
+    assert scanner.committed_size == len(data) - len(line(body[1]))
+
+
+def test_malformed_packed_row_before_a_commit_is_corruption(tmp_path: Path) -> None:
+    bad = packed_row(1, ["a", "b", "c"])
+    bad["data"]["dt"] = [1]
+    body = [event(0, "turn/start", {"turn": 1}), bad, event(4, "turn/end", {"turn": 1})]
+    with pytest.raises(CorruptLogError) as caught:
+        LogScanner(write(tmp_path / "s.jsonl", _packed_log(1, body))).exhaust()
+    assert caught.value.rule == "bad-row"
+    assert "packed row has 3 members but 1 time gaps [bad-row]" in str(caught.value)
+
+
+def test_packed_row_in_a_v2_log_is_a_bad_row(tmp_path: Path) -> None:
+    body = [event(0, "turn/start", {"turn": 1}), packed_row(1, ["a", "b", "c"])]
+    scanner, rows = scan(write(tmp_path / "s.jsonl", _packed_log(2, body)))
+    assert len(rows) == 1 and scanner.torn is not None
+    assert scanner.torn.reason == "packed chunk row 'text-chunks' is not allowed in a version 2 log"
+
+
+# -- BOM and CRLF --------------------------------------------------------------------
+
+
+def test_crlf_lines_are_accepted_and_reported_once(tmp_path: Path) -> None:
+    data = v4_log().replace(b"\n", b"\r\n")
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data), chunk_size=5)
+    assert [r.value for r in rows] == v4_events()
+    assert all(not r.raw.endswith(b"\r") for r in rows)
+    assert scanner.committed_size == len(data) and scanner.torn is None
+    header_crlf, body_crlf = scanner.findings
+    assert header_crlf.rule == body_crlf.rule == "crlf"
+    assert body_crlf.message == "13 line(s) end in CRLF; DSH writes LF only (accepted)"
+    assert (body_crlf.line, body_crlf.offset) == (2, rows[0].offset)
+
+
+def test_bom_is_skipped_and_reported(tmp_path: Path) -> None:
+    data = b"\xef\xbb\xbf" + v4_log()
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data))
+    assert [r.value for r in rows] == v4_events()
+    assert rows[0].offset == len(line(header())) + 3
+    assert [f.rule for f in scanner.findings] == ["bom"]
+
+
+# -- streaming -----------------------------------------------------------------------
+
+
+def test_scan_memory_is_bounded_by_chunk_not_file(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    filler = "x" * 2000
+    with open(path, "wb") as out:
+        out.write(line(header()))
+        for seq in range(4000):
+            out.write(line(event(seq, "tool/result", {"text": filler, "n": seq})))
+    size = path.stat().st_size
+    assert size > 8_000_000
+    scanner = LogScanner(path, chunk_size=128 * 1024)
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in scanner.rows())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 4000 and scanner.torn is None
+    assert peak < size // 8, (peak, size)
+
+
+# -- corpus smoke --------------------------------------------------------------------
+
+
+def _manifest() -> list[dict[str, Any]]:
+    files: list[dict[str, Any]] = json.loads((CORPUS / "manifest.json").read_text())["files"]
+    return files
+
+
+def test_corpus_every_file_is_listed() -> None:
+    listed = {CORPUS / f["path"] for f in _manifest()}
+    assert set(CORPUS.rglob("*.jsonl")) == listed
+
+
+@pytest.mark.parametrize("entry", _manifest(), ids=lambda f: f["path"])
+def test_corpus_scans_without_untyped_errors(entry: dict[str, Any]) -> None:
+    path = CORPUS / entry["path"]
+    before = snapshot(path)
+    scanner = LogScanner(path)
+    try:
+        scanner.exhaust()
+    except NotASessionError as error:
+        assert entry["expected"] == "not-a-session", str(error)
+        assert "the session header has no 'version'" in str(error)
+    except CorruptLogError as error:
+        assert entry.get("reason_class") == "seq gap", str(error)
+        assert error.rule == "seq-gap"
+        assert f"physical line {error.line}" in entry["reason"]
+    except DshStoreError as error:  # pragma: no cover - would be a new typed outcome
+        pytest.fail(f"unexpected typed error {error!r}")
+    else:
+        assert scanner.header is not None and scanner.header.version == entry["version"]
+        assert scanner.event_count == entry["events"]
+        assert scanner.torn is None
+        assert scanner.committed_size == os.path.getsize(path)
+    assert snapshot(path) == before

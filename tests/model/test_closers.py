@@ -1,0 +1,168 @@
+"""Crash closers: exact shapes and order, determinism, balance, idempotence."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh_store.model import Session, SessionEvent, interrupted_closers
+
+from .builders import new_session, open_step, restore, simple_turn, tool_turn_open, user
+
+
+def lines(events: list[SessionEvent]) -> list[dict]:  # type: ignore[type-arg]
+    return [orjson.loads(event.line) for event in events]
+
+
+def test_balanced_or_empty_log_needs_none() -> None:
+    assert interrupted_closers([]) == []
+    session = new_session()
+    simple_turn(session)
+    assert interrupted_closers(session.events) == []
+
+
+def test_open_turn_without_step_gets_only_turn_end() -> None:
+    session = new_session()
+    session.append("turn/start", {"turn": 1})
+    closers = interrupted_closers(session.events)
+    assert lines(closers) == [
+        {"type": "turn/end", "seq": 1, "time": session.events[-1].time,
+         "data": {"turn": 1, "reason": {"kind": "interrupted"}}}
+    ]
+
+
+def test_open_step_gets_step_end_then_turn_end() -> None:
+    session = new_session()
+    open_step(session)
+    session.append("user/message", user(), surface_op="append")
+    assert [(e.type, e.seq) for e in interrupted_closers(session.events)] == [
+        ("step/end", 3), ("turn/end", 4)
+    ]
+
+
+def test_exact_tool_result_closers() -> None:
+    session = new_session()
+    tool_turn_open(session, ("c1", "c2"), logged=1)  # c1 has tool/call at seq 4
+    last_time = session.events[-1].time
+    closers = interrupted_closers(session.events)
+    assert [line.decode() for line in (e.line for e in closers)][0].startswith(
+        '{"type":"tool/result","seq":5,'
+    )
+    unknown, not_started, step_end, turn_end = lines(closers)
+    assert unknown == {
+        "type": "tool/result",
+        "seq": 5,
+        "time": last_time,
+        "data": {
+            "turn": 1,
+            "step": 1,
+            "message": {
+                "role": "tool",
+                "source": {"kind": "tool", "callId": "c1"},
+                "toolCallId": "c1",
+                "content": [{"type": "text", "text": unknown["data"]["message"]["content"][0]
+                             ["text"]}],
+                "isError": True,
+                "id": "interrupted-tool-result-c1-5",
+            },
+            "error": {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"},
+        },
+        "sourceEventSeqs": [4],
+        "surfaceOp": "append",
+    }
+    assert "outcome is unknown" in unknown["data"]["message"]["content"][0]["text"]
+    assert list(unknown) == ["type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp"]
+    assert not_started["data"]["error"] == {"name": "ToolNotStartedError",
+                                            "code": "TOOL_NOT_STARTED"}
+    assert not_started["data"]["message"]["id"] == "interrupted-tool-result-c2-6"
+    assert "sourceEventSeqs" not in not_started
+    assert "before it was recorded as started" in not_started["data"]["message"]["content"][0][
+        "text"]
+    assert step_end == {"type": "step/end", "seq": 7, "time": last_time,
+                        "data": {"turn": 1, "step": 1}}
+    assert turn_end["data"] == {"turn": 1, "reason": {"kind": "interrupted"}}
+    assert all(e.type != "assistant/message" for e in closers)
+
+
+def test_answered_calls_and_closed_steps_are_left_alone() -> None:
+    session = new_session()
+    tool_turn_open(session, ("c1",), logged=1)
+    from .builders import tool_result
+
+    session.append("tool/result", tool_result(1, 1, "c1"), surface_op="append")
+    assert [e.type for e in interrupted_closers(session.events)] == ["step/end", "turn/end"]
+    session2 = new_session()
+    tool_turn_open(session2, ("c9",), logged=0)
+    session2.append("step/end", {"turn": 1, "step": 1})
+    assert [e.type for e in interrupted_closers(session2.events)] == ["turn/end"]
+
+
+def test_compaction_brackets_are_not_closed() -> None:
+    session = new_session()
+    open_step(session)
+    session.append("compaction/start", {"id": "k"})
+    assert [e.type for e in interrupted_closers(session.events)] == ["step/end", "turn/end"]
+
+
+def test_closers_are_deterministic() -> None:
+    session = new_session()
+    tool_turn_open(session)
+    assert interrupted_closers(session.events) == interrupted_closers(list(session.events))
+
+
+ACTIONS = st.lists(st.sampled_from(
+    ["turn", "step", "user", "assistant_calls", "tool_call", "tool_result", "end_step",
+     "end_turn", "plugin"]), max_size=30)
+
+
+def drive(actions: list[str]) -> Session:
+    """Apply whichever of the drawn actions is valid at its point (a valid random prefix)."""
+    session = new_session()
+    from .builders import assistant, tool_call, tool_result
+
+    turn, step, pending, called = 0, 0, [], set()
+    in_turn = in_step = False
+    for action in actions:
+        if action == "turn" and not in_turn:
+            turn, step, in_turn = turn + 1, 0, True
+            session.append("turn/start", {"turn": turn})
+        elif action == "step" and in_turn and not in_step:
+            step, in_step, pending, called = step + 1, True, [], set()
+            session.append("step/start", {"turn": turn, "step": step})
+        elif action == "user" and in_turn:
+            session.append("user/message", user(), surface_op="append")
+        elif action == "assistant_calls" and in_step:
+            ids = (f"c{session.seq}a", f"c{session.seq}b")
+            session.append("assistant/message", assistant(turn, step, "x", ids),
+                           surface_op="append")
+            pending.extend(ids)
+        elif action == "tool_call" and in_step and [c for c in pending if c not in called]:
+            call_id = next(c for c in pending if c not in called)
+            called.add(call_id)
+            session.append("tool/call", tool_call(turn, step, call_id))
+        elif action == "tool_result" and in_step and pending:
+            session.append("tool/result", tool_result(turn, step, pending.pop(0)),
+                           surface_op="append")
+        elif action == "end_step" and in_step:
+            in_step = False
+            session.append("step/end", {"turn": turn, "step": step})
+        elif action == "end_turn" and in_turn and not in_step:
+            in_turn = False
+            session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+        elif action == "plugin":
+            session.append("plugin:test/note", {"n": session.seq}, ignorable=True)
+    return session
+
+
+@given(ACTIONS)
+def test_closers_balance_any_valid_prefix_and_are_idempotent(actions: list[str]) -> None:
+    session = drive(actions)
+    events = list(session.events)
+    closers = interrupted_closers(events)
+    repaired = restore(events + closers)  # validates the closers in place
+    assert repaired.is_balanced
+    assert interrupted_closers(repaired.events) == []
+    assert [e.seq for e in closers] == list(range(len(events), len(events) + len(closers)))
+    assert all(e.time == (events[-1].time if events else 0) for e in closers)
+    assert bool(closers) == (not session.is_balanced)
