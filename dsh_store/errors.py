@@ -23,6 +23,7 @@ __all__ = [
     "SessionExistsError",
     "SessionLockedError",
     "SessionNotFoundError",
+    "StorageError",
     "UnsupportedVersionError",
     "WriterBrokenError",
 ]
@@ -312,3 +313,42 @@ class WriterBrokenError(DshStoreError):
             path=path,
             cause=cause,
         )
+
+
+class StorageError(DshStoreError, OSError):
+    """The disk refused a write-path operation (ENOSPC, EIO, EACCES, ...).
+
+    Still an :class:`OSError` (``errno``, ``strerror`` and ``filename`` are those of the
+    cause), so callers can match the errno; the message says which operation failed on
+    which file and that nothing acknowledged was lost.
+    """
+
+    operation: str
+    path: str
+
+    def __init__(self, operation: str, path: str, cause: OSError) -> None:
+        reason = cause.strerror or str(cause)
+        super().__init__(
+            f"{path}: {operation} failed: {reason} (errno {cause.errno}); nothing acknowledged "
+            "was lost and the file is back to its last durable state — fix the disk (free space, "
+            "permissions) and flush again",
+            operation=operation,
+            path=path,
+        )
+        self.errno = cause.errno
+        self.strerror = cause.strerror
+        self.filename = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_storage, (self.message, self._facts, self.errno, self.strerror))
+
+
+def _rebuild_storage(
+    message: str, facts: dict[str, Any], errno: int | None, strerror: str | None
+) -> StorageError:
+    error = StorageError.__new__(StorageError)
+    DshStoreError.__init__(error, message, **facts)
+    error.errno = errno
+    error.strerror = strerror
+    error.filename = facts.get("path")
+    return error

@@ -5,13 +5,19 @@ the source:
 
 - inside a store, the upgraded log is published as ``session.v4.jsonl`` beside the
   untouched source generation (the source is the backup);
-- a loose file goes to ``--output OUT`` (published by ``link``, never overwriting) or is
-  replaced ``--in-place`` after its original bytes were saved once as ``FILE.v<N>.bak``.
+- a loose file goes to ``output`` (published by ``link``, never overwriting) or is
+  replaced ``in_place`` after its original inode was kept once as ``FILE.v<N>.bak``.
 
-Every publish writes a temp file in the target directory, fsyncs it, re-reads and
-re-verifies it in full, checks the source did not change meanwhile, then links (or
-renames, for in-place) it into place and fsyncs the directory. A crash at any point
-leaves the source intact and either no target or a complete one.
+Every publish streams the upgrade into an exclusive temp file in the target directory,
+fsyncs it, re-reads and re-verifies it in full (scan, per-event decoding and every model
+rule, without keeping the events), checks the source did not change meanwhile, then links
+(or renames, for in-place) it into place and fsyncs the directory. A crash at any point
+leaves the source intact and either no target or a complete one; a rerun converges
+because an existing target is accepted when it starts with exactly the bytes the rerun
+produced (a store may already have appended to it).
+
+Memory stays bounded by what the edges hold (about one turn) plus the model's validation
+state, never the file: events flow from the scanner through the edges to the temp file.
 """
 
 from __future__ import annotations
@@ -38,29 +44,43 @@ from .jsonl.failpoints import failpoint
 from .jsonl.files import fsync_dir
 from .jsonl.scan import LogScanner
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
+from .model.stream_check import check_stream
 from .restore import Inspection, read_log, revision_of
 
 __all__ = [
     "HEADER_CLASSES",
+    "MIGRATE_FAILPOINTS",
     "MigrationResult",
     "classify_header",
     "migrate_file",
     "migrate_store",
     "publish_upgrade",
     "upgrade",
+    "upgrade_header",
+    "verify_published",
 ]
 
 HEADER_CLASSES: Final = ("current", "migration-required", "unsupported", "malformed")
 
+MIGRATE_FAILPOINTS: Final = (
+    "migrate.before-fsync",
+    "migrate.before-link",
+    "migrate.after-link",
+    "migrate.before-replace",
+)
+"""The crash points of the publish protocol (see :mod:`dsh_store.jsonl.failpoints`)."""
+
 _WRITE_CHUNK: Final = 1 << 20
+_COMPARE_CHUNK: Final = 1 << 20
 
 
 @dataclass(frozen=True)
 class MigrationResult:
     """What a migration did (or, with ``dry_run``, would do) to one file.
 
-    ``status`` is ``migrated``, ``would-migrate`` (dry run), ``current`` (already v4,
-    nothing to do) or ``refused``; ``target`` is where the v4 log went (or would go).
+    ``status`` is ``migrated``, ``would-migrate`` (dry run), ``current`` (already v4, or
+    the v4 target was already published by an earlier run) or ``refused``; ``target`` is
+    where the v4 log went (or would go).
     """
 
     source: Path
@@ -84,9 +104,34 @@ class MigrationResult:
         }
 
 
+# -- header-only --------------------------------------------------------------------------
+
+
+def upgrade_header(header_json: Mapping[str, Any], *, path: str | None = None) -> SessionHeader:
+    """Translate a header row of any supported version to the v4 header, header only.
+
+    :raises UnsupportedVersionError: the version is not 0-4.
+    :raises MigrationRefusedError: an edge refuses the header.
+    :raises EventValidationError: the translated header is not a valid v4 header.
+    """
+    from .migrations import EDGES, MigrationContext
+
+    version = _version_of(header_json, path)
+    context = MigrationContext(path=path, session_id=header_json.get("id"))
+    row = dict(header_json)
+    for source in range(version, SESSION_FORMAT_VERSION):
+        row = EDGES[source].header(row, context)
+    return SessionHeader.from_json(row)
+
+
 def classify_header(path: str | os.PathLike[str]) -> str:
-    """Header-only classification: ``current``, ``migration-required``, ``unsupported`` or
-    ``malformed``. Reads the first line only; never reads event bodies, never writes.
+    """Header-only classification, one of :data:`HEADER_CLASSES`.
+
+    ``current``: a valid v4 header; ``migration-required``: an older header the chain
+    translates into a valid v4 header; ``unsupported``: a newer or unknown version, or a
+    header the chain refuses; ``malformed``: no session header at all (empty file, not
+    JSON, no version) or a header whose fields are invalid. Reads the first line only:
+    never reads event bodies, never writes.
     """
     try:
         info = LogScanner(path).read_header()
@@ -96,7 +141,23 @@ def classify_header(path: str | os.PathLike[str]) -> str:
         return "malformed"
     if info is None:
         return "malformed"
+    try:
+        upgrade_header(info.value, path=os.fspath(path))
+    except MigrationRefusedError:
+        return "unsupported"
+    except EventValidationError:
+        return "malformed"
     return "current" if info.version == SESSION_FORMAT_VERSION else "migration-required"
+
+
+def _version_of(header_json: Mapping[str, Any], path: str | None) -> int:
+    version = header_json.get("version")
+    if type(version) is not int or not 0 <= version <= SESSION_FORMAT_VERSION:
+        raise UnsupportedVersionError(path or "<memory>", version, SESSION_FORMAT_VERSION)
+    return version
+
+
+# -- in memory ----------------------------------------------------------------------------
 
 
 def upgrade(
@@ -105,51 +166,93 @@ def upgrade(
     *,
     path: str | None = None,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    extras: Mapping[str, Any] | None = None,
 ) -> tuple[SessionHeader, Iterator[SessionEvent]]:
     """Upgrade wire rows of any supported version to v4, in memory, lazily.
 
-    Returns the v4 header and a lazy iterator of v4 events; a v4 input passes through
-    unchanged. Refusals surface as :class:`MigrationRefusedError` while iterating.
+    Returns the v4 header and a lazy iterator of v4 events (envelope and payload checked
+    per event; the whole-log rules are :func:`dsh_store.model.stream_check.check_stream`'s
+    or ``Session.from_restore``'s job). A v4 input passes through unchanged. Intermediate
+    versions exist only as edge state in memory.
+
+    :param child_headers: headers of the sessions naming this one as parent (completes the
+        v4 subagent catalog); ``None`` when unknown, e.g. a loose file.
+    :raises UnsupportedVersionError: the header's version is not 0-4.
+    :raises MigrationRefusedError: raised while iterating, when an edge refuses or the
+        upgraded event is not valid v4 (naming path, seq, event type and rule).
     """
     from .migrations import MigrationContext, chain
 
-    version = header_json.get("version")
-    if (
-        not isinstance(version, int)
-        or isinstance(version, bool)
-        or not 0 <= version <= SESSION_FORMAT_VERSION
-    ):
-        raise UnsupportedVersionError(path or "<memory>", version, SESSION_FORMAT_VERSION)
+    version = _version_of(header_json, path)
     if version == SESSION_FORMAT_VERSION:
         return SessionHeader.from_json(header_json), (
             SessionEvent.from_json(row) for row in events_json
         )
     context = MigrationContext(
-        path=path, session_id=header_json.get("id"), child_headers=child_headers
+        path=path,
+        session_id=header_json.get("id"),
+        child_headers=child_headers,
+        extras=extras or {},
     )
     v4_header, rows = chain(dict(header_json), (dict(row) for row in events_json), context)
-    return SessionHeader.from_json(v4_header), _events(rows, path)
+    try:
+        header = SessionHeader.from_json(v4_header)
+    except EventValidationError as error:
+        raise MigrationRefusedError(
+            f"the upgraded header is not valid v4: {error.detail}",
+            rule=error.rule,
+            path=path,
+        ) from None
+    return header, _events(rows, path)
 
 
 def _events(rows: Iterable[Mapping[str, Any]], path: str | None) -> Iterator[SessionEvent]:
     for row in rows:
         try:
             yield SessionEvent.from_json(row)
-        except (EventValidationError, LosslessJsonError) as error:
-            raise MigrationRefusedError(
-                f"the upgraded event is not valid v4: {error}",
-                rule=getattr(error, "rule", "not-lossless-json"),
-                path=path,
-                seq=row.get("seq"),
-                event_type=row.get("type"),
-            ) from None
+        except EventValidationError as error:
+            raise _refusal(error.detail, error.rule, path, row) from None
+        except LosslessJsonError as error:
+            raise _refusal(str(error), "not-lossless-json", path, row) from None
+
+
+def _refusal(
+    detail: str, rule: str, path: str | None, row: Mapping[str, Any]
+) -> MigrationRefusedError:
+    return MigrationRefusedError(
+        f"the upgraded event is not valid v4: {detail}",
+        rule=rule,
+        path=path,
+        seq=row.get("seq"),
+        event_type=row.get("type"),
+    )
+
+
+def _checked(header: SessionHeader, events: Iterable[SessionEvent], path: str) -> int:
+    """Run every whole-log model rule over upgraded events; a failure is a refusal."""
+    try:
+        return check_stream(header, events)
+    except EventValidationError as error:
+        raise MigrationRefusedError(
+            f"the upgraded log breaks a v4 rule: {error.detail}",
+            rule=error.rule,
+            path=path,
+            seq=error.seq,
+            event_type=error.event_type,
+        ) from None
+
+
+# -- publishing ---------------------------------------------------------------------------
 
 
 def _write_temp(
-    directory: Path, final_name: str, header: SessionHeader, events: Iterable[SessionEvent]
+    target: Path, header: SessionHeader, events: Iterable[SessionEvent]
 ) -> tuple[Path, int]:
-    """Write header + events to a fresh exclusive temp file, fsync it; return (path, count)."""
-    temp = directory / f"{final_name}.{secrets.token_hex(6)}.tmp"
+    """Write header + events to a fresh exclusive temp beside ``target``, fsync it.
+
+    Returns (temp path, event count). The temp is removed on any failure.
+    """
+    temp = layout.temp_path(target, secrets.token_hex(6))
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, layout.FILE_MODE)
     count = 0
     try:
@@ -158,9 +261,9 @@ def _write_temp(
             buffer += event.line
             count += 1
             if len(buffer) >= _WRITE_CHUNK:
-                _write_all(fd, bytes(buffer))
+                _write_all(fd, buffer)
                 buffer.clear()
-        _write_all(fd, bytes(buffer))
+        _write_all(fd, buffer)
         failpoint("migrate.before-fsync")
         os.fsync(fd)
     except BaseException:
@@ -172,39 +275,67 @@ def _write_temp(
     return temp, count
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
 
 
-def _verify_temp(temp: Path, count: int) -> Inspection:
-    """Re-read the written file in full and require a clean, balanced v4 log."""
+def verify_published(path: str | os.PathLike[str]) -> int:
+    """Re-read a v4 log in full, streaming, and require it to be clean; return its events.
+
+    Every line is decoded and validated and every model rule is applied, but no event is
+    kept, so memory does not grow with the file. A clean log has no torn tail and no
+    finding of the physical reader.
+
+    :raises MigrationRefusedError: with the model's rule when an event breaks one, else
+        with rule ``re-verification`` naming what failed.
+    """
+    log = Path(path)
+    scanner = LogScanner(log)
     try:
-        inspection = read_log(temp)
+        info = scanner.read_header()
+        if info is None or info.version != SESSION_FORMAT_VERSION:
+            raise NotASessionError(str(log), "the written file has no v4 header")
+        header = SessionHeader.from_json(info.value)
+        count = check_stream(
+            header,
+            (SessionEvent.from_json(row.value, line=row.raw + b"\n") for row in scanner.rows()),
+        )
+    except EventValidationError as error:
+        # The written log breaks a model rule: the refusal carries that rule.
+        raise MigrationRefusedError(
+            f"the upgraded log breaks a v4 rule: {error.detail}",
+            rule=error.rule,
+            path=str(log),
+            seq=error.seq,
+            event_type=error.event_type,
+        ) from None
     except DshStoreError as error:
         raise MigrationRefusedError(
             f"the upgraded log failed re-verification: {error}",
             rule="re-verification",
-            path=str(temp),
+            path=str(log),
         ) from None
-    if inspection.torn is not None or len(inspection.events) != count:
+    problems = [finding.message for finding in scanner.findings]
+    if scanner.torn is not None:
+        problems.append(f"torn tail at byte {scanner.torn.offset}")
+    if problems:
         raise MigrationRefusedError(
-            f"the upgraded log reads back {len(inspection.events)} events, wrote {count}",
+            f"the upgraded log failed re-verification: {'; '.join(problems)}",
             rule="re-verification",
-            path=str(temp),
+            path=str(log),
         )
-    return inspection
+    return count
 
 
 def _migrate_to_temp(
     source: Path,
-    directory: Path,
-    final_name: str,
+    target: Path,
     child_headers: tuple[Mapping[str, Any], ...] | None,
 ) -> tuple[Path, int, int, str]:
-    """Stream ``source`` through the chain into a verified temp file.
+    """Stream ``source`` through the chain into a fully verified temp file beside ``target``.
 
     Returns (temp, event count, source version, source revision before reading).
     """
@@ -220,33 +351,94 @@ def _migrate_to_temp(
         path=str(source),
         child_headers=child_headers,
     )
-    temp, count = _write_temp(directory, final_name, header, events)
+    temp, count = _write_temp(target, header, events)
     try:
-        _verify_temp(temp, count)
+        verified = verify_published(temp)
+        if verified != count:
+            raise MigrationRefusedError(
+                f"the upgraded log reads back {verified} events, {count} were written",
+                rule="re-verification",
+                path=str(temp),
+            )
         _require_unchanged(source, revision)
+    except MigrationRefusedError as error:
+        _discard(temp)
+        if error.rule == "re-verification":
+            raise
+        # A model rule broken by the upgraded log: name the source (the temp is gone).
+        raise MigrationRefusedError(
+            error.detail,
+            rule=error.rule,
+            path=str(source),
+            seq=error.seq,
+            event_type=error.event_type,
+        ) from None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        _discard(temp)
         raise
     return temp, count, info.version, revision
 
 
-def _require_unchanged(source: Path, revision: str) -> None:
-    if revision_of(os.stat(source)) != revision:
+def _discard(temp: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(temp)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def _require_unchanged(source: Path, revision: str, *, ignore_ctime: bool = False) -> None:
+    """Fail when the source changed since ``revision`` (content, size, inode or mtime).
+
+    ``ignore_ctime`` is for the moment after the backup link, which changes only the
+    inode's link count and therefore its ctime.
+    """
+    now = revision_of(os.stat(source))
+    same = now.split(":")[:4] == revision.split(":")[:4] if ignore_ctime else now == revision
+    if not same:
         raise ConcurrentModificationError(
             str(source), "the source changed while it was being migrated; run the migration again"
         )
 
 
-def _link_into_place(temp: Path, target: Path) -> None:
+def _starts_with(path: Path, prefix_file: Path) -> bool:
+    """True when the file at ``path`` begins with the bytes of ``prefix_file``."""
+    with open(path, "rb") as existing, open(prefix_file, "rb") as staged:
+        while True:
+            want = staged.read(_COMPARE_CHUNK)
+            if not want:
+                return True
+            if existing.read(len(want)) != want:
+                return False
+
+
+def _publish(temp: Path, target: Path) -> bool:
+    """Link ``temp`` to ``target`` (never overwriting) and fsync the directory.
+
+    Returns True when this call published it, False when an earlier run already had:
+    an existing target is accepted only if it starts with exactly the staged bytes.
+    The temp name is always removed.
+    """
     try:
         failpoint("migrate.before-link")
-        os.link(temp, target)
+        try:
+            os.link(temp, target)
+        except FileExistsError:
+            if not _starts_with(target, temp):
+                raise MigrationRefusedError(
+                    f"{target} already exists and is not this log's upgrade; migration never "
+                    "overwrites — move it away or choose another output",
+                    rule="target-exists",
+                    path=str(target),
+                ) from None
+            fsync_dir(target.parent)
+            return False
         failpoint("migrate.after-link")
         fsync_dir(target.parent)
+        return True
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        _discard(temp)
 
 
 def publish_upgrade(inspection: Inspection) -> Inspection:
@@ -258,8 +450,8 @@ def publish_upgrade(inspection: Inspection) -> Inspection:
     source = inspection.path
     target = source.parent / layout.generation_name(SESSION_FORMAT_VERSION)
     if not target.exists():
-        temp, _, _, _ = _migrate_to_temp(source, source.parent, target.name, None)
-        _link_into_place(temp, target)
+        temp, _, _, _ = _migrate_to_temp(source, target, None)
+        _publish(temp, target)
     return read_log(target)
 
 
@@ -276,41 +468,42 @@ def migrate_file(
     Without ``output`` or ``in_place`` the file must be a generation inside a session
     directory (``session.jsonl`` / ``session.vN.jsonl``) and the result is published
     beside it as ``session.v4.jsonl``. ``output`` publishes to that path (never
-    overwriting); ``in_place`` saves ``FILE.v<N>.bak`` once, then atomically replaces the
-    file. ``dry_run`` runs the whole chain and verification in memory and writes nothing.
+    overwriting); ``in_place`` keeps the original as ``FILE.v<N>.bak`` once, then
+    atomically replaces the file. ``dry_run`` runs the whole chain and every model rule in
+    memory and writes nothing. Rerunning after a crash converges to the same result.
 
-    :raises MigrationRefusedError: the log cannot be upgraded faithfully (nothing written).
+    :raises ValueError: both ``output`` and ``in_place``.
+    :raises NotASessionError: the file is empty or not a session log.
+    :raises UnsupportedVersionError: the version is newer than 4 (or not a version).
+    :raises CorruptLogError: the source has committed corruption.
+    :raises MigrationRefusedError: the log cannot be upgraded faithfully, or the target
+        exists with other content (nothing is written in either case).
+    :raises ConcurrentModificationError: the source changed during the migration.
     """
     source = Path(src)
     if output is not None and in_place:
         raise ValueError("use either output or in_place, not both")
-    kind = classify_header(source)
-    if kind == "current":
+    info = LogScanner(source).read_header()
+    if info is None:
+        raise NotASessionError(str(source), "the file is empty (0 bytes)")
+    if info.version == SESSION_FORMAT_VERSION:
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
-    if kind != "migration-required":
-        # Let the reader raise the precise typed error.
-        LogScanner(source).read_header()
-        raise NotASessionError(str(source), "not a session log")
     if dry_run:
         return _dry_run(source, output, in_place, child_headers)
     if in_place:
         return _migrate_in_place(source, child_headers)
     target = Path(output) if output is not None else _beside(source)
-    if target.exists():
-        raise DshStoreError(
-            f"{target} already exists; migration never overwrites — remove it or choose another "
-            "--output"
-        )
-    temp, count, version, _ = _migrate_to_temp(source, target.parent, target.name, child_headers)
-    _link_into_place(temp, target)
-    return MigrationResult(source, "migrated", version, target=target, events=count)
+    temp, count, version, _ = _migrate_to_temp(source, target, child_headers)
+    status = "migrated" if _publish(temp, target) else "current"
+    return MigrationResult(source, status, version, target=target, events=count)
 
 
 def _beside(source: Path) -> Path:
     if layout.generation_version(source.name) is None:
-        raise DshStoreError(
-            f"{source} is a loose file (not session.jsonl / session.vN.jsonl in a session "
-            "directory): pass --output OUT or --in-place"
+        raise NotASessionError(
+            str(source),
+            "a loose file (not session.jsonl / session.vN.jsonl in a session directory) has "
+            "no generation to publish beside: pass --output OUT or --in-place",
         )
     return source.parent / layout.generation_name(SESSION_FORMAT_VERSION)
 
@@ -324,13 +517,13 @@ def _dry_run(
     scanner = LogScanner(source)
     info = scanner.read_header()
     assert info is not None
-    _header, events = upgrade(
+    header, events = upgrade(
         info.value,
         (row.value for row in scanner.rows()),
         path=str(source),
         child_headers=child_headers,
     )
-    count = sum(1 for _ in events)
+    count = _checked(header, events, str(source))
     target = source if in_place else (Path(output) if output is not None else _beside(source))
     return MigrationResult(source, "would-migrate", info.version, target=target, events=count)
 
@@ -338,56 +531,75 @@ def _dry_run(
 def _migrate_in_place(
     source: Path, child_headers: tuple[Mapping[str, Any], ...] | None
 ) -> MigrationResult:
-    info = LogScanner(source).read_header()
-    assert info is not None
-    backup = source.with_name(f"{source.name}.v{info.version}.bak")
-    temp, count, version, revision = _migrate_to_temp(
-        source, source.parent, source.name, child_headers
-    )
+    temp, count, version, revision = _migrate_to_temp(source, source, child_headers)
+    backup = source.with_name(f"{source.name}.v{version}.bak")
     try:
-        if not backup.exists():
-            # The backup is a second name for the original inode: no copy, nothing to tear.
-            os.link(source, backup)
-            fsync_dir(source.parent)
+        _keep_backup(source, backup)
         failpoint("migrate.before-replace")
-        _require_unchanged(source, revision)
+        _require_unchanged(source, revision, ignore_ctime=True)
         os.replace(temp, source)
         fsync_dir(source.parent)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        _discard(temp)
     return MigrationResult(source, "migrated", version, target=source, events=count, backup=backup)
+
+
+def _keep_backup(source: Path, backup: Path) -> None:
+    """Make ``backup`` a second name of the source inode, once (nothing to copy or tear).
+
+    An existing backup from an interrupted earlier run is the same inode, or at least the
+    same bytes; anything else is someone's file and is never replaced.
+    """
+    try:
+        os.link(source, backup)
+    except FileExistsError:
+        if not (os.path.samefile(source, backup) or _same_bytes(source, backup)):
+            raise MigrationRefusedError(
+                f"{backup} already exists with other content; move it away and run the "
+                "migration again",
+                rule="backup-exists",
+                path=str(source),
+            ) from None
+    fsync_dir(source.parent)
+
+
+def _same_bytes(left: Path, right: Path) -> bool:
+    return left.stat().st_size == right.stat().st_size and _starts_with(left, right)
 
 
 def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> list[MigrationResult]:
     """Publish ``session.v4.jsonl`` beside every older-only session in a store root.
 
-    Sessions that already have a v4 generation are reported ``current``; refusals are
-    reported (``refused`` with the reason) and do not stop the others.
+    Each session directory's newest generation is used. Sessions already at v4 are
+    reported ``current``; refusals, corrupt and unsupported logs are reported ``refused``
+    with the reason and do not stop the others. The child headers of each session are
+    passed to the chain so the v4 subagent catalog is complete.
     """
-    from .store import JsonlStore
+    from .store import JsonlStore, _newest_generation
 
     store = JsonlStore(root)
     results: list[MigrationResult] = []
     for directory in store._session_dirs():
-        from .store import _newest_generation
-
         log = _newest_generation(directory)
         if log is None:
             continue
         try:
-            version = LogScanner(log).read_header()
-        except DshStoreError as error:
-            results.append(MigrationResult(log, "refused", None, reason=str(error)))
-            continue
-        if version is None:
-            continue
-        children = None
-        if version.version != SESSION_FORMAT_VERSION:
-            session_id = version.value.get("id")
-            children = store._child_headers(session_id) if isinstance(session_id, str) else ()
-        try:
+            info = LogScanner(log).read_header()
+            if info is None:
+                continue
+            children = None
+            if info.version != SESSION_FORMAT_VERSION:
+                session_id = info.value.get("id")
+                children = store._child_headers(session_id) if isinstance(session_id, str) else ()
             results.append(migrate_file(log, dry_run=dry_run, child_headers=children))
-        except MigrationRefusedError as error:
-            results.append(MigrationResult(log, "refused", version.version, reason=error.message))
+        except DshStoreError as error:
+            version = getattr(error, "version", None)
+            results.append(
+                MigrationResult(
+                    log,
+                    "refused",
+                    version if type(version) is int else None,
+                    reason=error.message,
+                )
+            )
     return results

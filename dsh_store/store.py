@@ -29,12 +29,14 @@ from types import TracebackType
 from typing import Any
 
 from .errors import (
+    CorruptLogError,
     DshStoreError,
     EventValidationError,
     NotASessionError,
     SessionExistsError,
     SessionNotFoundError,
     UnsupportedVersionError,
+    WriterBrokenError,
 )
 from .jsonl import layout
 from .jsonl.files import LogWriter, make_dirs, materialize
@@ -60,10 +62,12 @@ from .model import (
 from .restore import Inspection, read_log, revision_of
 
 __all__ = [
+    "AmbiguousSessionError",
     "AsyncLiveSession",
     "AsyncOpening",
     "JsonlStore",
     "LiveSession",
+    "NeedsMigrationError",
     "RepairPlan",
     "commit_repair",
     "repair_file",
@@ -74,6 +78,36 @@ Clock = Callable[[], int]
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class NeedsMigrationError(DshStoreError):
+    """A log of an older format was asked to take v4 bytes (a repair or an append).
+
+    Older logs are never appended to: ``dsh-store migrate`` (or ``JsonlStore.open``)
+    publishes the v4 upgrade beside them, and the upgrade closes an interrupted turn itself.
+    """
+
+    def __init__(self, path: str, version: int, action: str) -> None:
+        super().__init__(
+            f"{path}: cannot {action} a format-{version} log in place; run `dsh-store migrate` "
+            "to publish its v4 upgrade (the source stays untouched), then retry",
+            path=path,
+            version=version,
+            action=action,
+        )
+
+
+class AmbiguousSessionError(DshStoreError):
+    """One session id is filed under several project directories of the store root."""
+
+    def __init__(self, session_id: str, logs: Sequence[Path]) -> None:
+        super().__init__(
+            f"session {session_id!r} appears in {len(logs)} project directories "
+            f"({', '.join(str(log.parent) for log in logs)}); keep one and move the others out "
+            "of the store root",
+            session_id=session_id,
+            paths=tuple(str(log) for log in logs),
+        )
 
 
 def commit_repair(inspection: Inspection) -> Inspection:
@@ -87,10 +121,9 @@ def commit_repair(inspection: Inspection) -> Inspection:
     if not inspection.needs_repair:
         return inspection
     if inspection.source_version != SESSION_FORMAT_VERSION:
-        raise DshStoreError(
-            f"{inspection.path}: a format-{inspection.source_version} log is repaired by "
-            "migrating it (`dsh-store migrate`), never by appending v4 events to it"
-        )
+        raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
+    if _finish_interrupted_closers(inspection):
+        return read_log(inspection.path)
     if inspection.torn is not None:
         commit_truncation(
             inspection.path, inspection.committed_size, expected_size=inspection.file_size
@@ -106,6 +139,38 @@ def commit_repair(inspection: Inspection) -> Inspection:
                 first + len(inspection.closers) - 1,
             )
     return read_log(inspection.path)
+
+
+def _finish_interrupted_closers(inspection: Inspection) -> bool:
+    """Complete a closer batch that an earlier repair left half written; True if done.
+
+    The closers depend only on the committed prefix, so a torn tail that is a byte prefix
+    of them is this repair's own unfinished write. Writing the missing rest gives exactly
+    the bytes an uninterrupted repair writes, keeps nothing to save in a sidecar, and
+    avoids a second, different sidecar at an offset that already has one.
+    """
+    torn = inspection.torn
+    if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
+        return False
+    closer_bytes = b"".join(event.line for event in inspection.closers)
+    with open(inspection.path, "rb") as log:
+        log.seek(torn.offset)
+        tail = log.read(torn.length + 1)
+    if len(tail) != torn.length or not closer_bytes.startswith(tail):
+        return False
+    # The writer only joins the pieces; one piece per seq keeps its count check meaningful.
+    pieces: list[bytes] = []
+    position = len(tail)
+    for _ in inspection.closers:
+        end = closer_bytes.index(b"\n", position) + 1
+        pieces.append(closer_bytes[position:end])
+        position = end
+    first = inspection.closers[0].seq
+    with LogWriter.open(
+        inspection.path, expected_size=inspection.file_size, next_seq=first
+    ) as writer:
+        writer.append(pieces, first, first + len(pieces) - 1)
+    return True
 
 
 @dataclass(frozen=True)
@@ -154,10 +219,7 @@ def repair_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> Repai
     log = Path(path)
     inspection = read_log(log)
     if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
-        raise DshStoreError(
-            f"{log}: format {inspection.source_version} log: run `dsh-store migrate` to upgrade "
-            "it (the upgrade closes the open turn and leaves the torn tail in the source)"
-        )
+        raise NeedsMigrationError(str(log), inspection.source_version, "repair")
     torn = inspection.torn
     plan = RepairPlan(
         path=log,
@@ -255,11 +317,7 @@ class JsonlStore:
                 if log is not None:
                     matches.append(log)
         if len(matches) > 1:
-            raise DshStoreError(
-                f"session {session_id!r} appears in {len(matches)} project directories "
-                f"({', '.join(str(m.parent) for m in matches)}); keep one and move the others "
-                "out of the store root"
-            )
+            raise AmbiguousSessionError(session_id, matches)
         return matches[0] if matches else None
 
     def _require(self, session_id: str) -> Path:
@@ -308,8 +366,11 @@ class JsonlStore:
 
     def read_from(self, session_id: str, from_seq: int) -> builtins.list[SessionEvent]:
         """Stored events with ``seq >= from_seq``: no closers, never the torn fragment."""
-        if isinstance(from_seq, bool) or not isinstance(from_seq, int) or from_seq < 0:
-            raise ValueError(f"from_seq must be a non-negative integer, got {from_seq!r}")
+        if type(from_seq) is not int or from_seq < 0:
+            raise EventValidationError(
+                f"read_from needs a non-negative integer seq, got {from_seq!r}",
+                rule="read-from-seq",
+            )
         inspection = self.inspect(session_id)
         return list(inspection.events[from_seq:])
 
@@ -448,14 +509,7 @@ class JsonlStore:
         lock = SessionLock(log.parent, session_id)
         lock.acquire()
         try:
-            inspection = self._read(log)
-            _check_identity(inspection, session_id)
-            if inspection.source_version != SESSION_FORMAT_VERSION:
-                from .migrate import publish_upgrade
-
-                inspection = publish_upgrade(inspection)
-            else:
-                inspection = commit_repair(inspection)
+            inspection = self._restore_for_write(log, session_id)
             session = Session.from_restore(
                 inspection.header, inspection.events, resume=True, clock=self._clock
             )
@@ -471,6 +525,20 @@ class JsonlStore:
             self, session, inspection.path, lock=lock, writer=writer, written=len(inspection.events)
         )
 
+    def _restore_for_write(self, log: Path, session_id: str) -> Inspection:
+        """Read, check identity, then make the log a balanced v4 log (lock held).
+
+        The identity check comes before any write, so a log filed under the wrong id is
+        never repaired; an older log is upgraded by publishing ``session.v4.jsonl``.
+        """
+        inspection = self._read(log)
+        _check_identity(inspection, session_id)
+        if inspection.source_version != SESSION_FORMAT_VERSION:
+            from .migrate import publish_upgrade
+
+            return publish_upgrade(inspection)
+        return commit_repair(inspection)
+
     def append(self, session_id: str, events: Sequence[SessionEvent]) -> None:
         """Append already-built events to a stored session, durably, in one batch.
 
@@ -482,8 +550,7 @@ class JsonlStore:
             return
         log = self._require(session_id)
         with SessionLock(log.parent, session_id):
-            inspection = commit_repair(self._read(log))
-            _check_identity(inspection, session_id)
+            inspection = self._restore_for_write(log, session_id)
             expected = len(inspection.events)
             for index, event in enumerate(events):
                 if event.seq != expected + index:
@@ -569,10 +636,15 @@ def _header_only(value: dict[str, Any], log: Path) -> SessionHeader | None:
 
 
 def _check_identity(inspection: Inspection, session_id: str) -> None:
+    """Refuse a log whose header names another session (it was filed in the wrong place)."""
     if inspection.header.id != session_id:
-        raise DshStoreError(
-            f"{inspection.path}: the log's header names session {inspection.header.id!r}, "
-            f"not {session_id!r}; it was filed under the wrong directory — nothing was written"
+        raise CorruptLogError(
+            str(inspection.path),
+            f"the header names session {inspection.header.id!r}, but the log is filed as "
+            f"session {session_id!r}; move it to its own session directory",
+            line=1,
+            offset=0,
+            rule="header-id-mismatch",
         )
 
 
@@ -600,6 +672,21 @@ class _Handle:
     def pending_events(self) -> list[SessionEvent]:
         """Events in memory that are not yet handed to the writer (e.g. the end-seed)."""
         return list(self.session.events[self.written :])
+
+    def initial_durable_seq(self) -> int | None:
+        """The highest seq already on disk when the handle was made (None: nothing)."""
+        return self.written - 1 if self.writer is not None and self.written > 0 else None
+
+    def require_usable(self) -> None:
+        """Raise WriterBrokenError once a rollback failed: nothing more is accepted."""
+        writer = self.writer
+        if writer is not None and writer.broken_cause is not None:
+            raise WriterBrokenError(str(self.path), writer.broken_cause)
+
+    def unwritten(self, durable_seq: int | None) -> tuple[SessionEvent, ...]:
+        """Events of the session that are not known durable."""
+        start = 0 if durable_seq is None else durable_seq + 1
+        return self.session.events[start:]
 
     def sink(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
         """Write one batch durably: materialize on the first, append afterwards."""
@@ -629,10 +716,13 @@ class _Handle:
         self.writer.append(lines, first_seq, last_seq)
 
     def release(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        if self.lock is not None:
-            self.lock.release()
+        """Close the file and release the lock; idempotent."""
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
 
 class LiveSession:
@@ -645,8 +735,9 @@ class LiveSession:
 
     def __init__(self, handle: _Handle) -> None:
         self._handle = handle
-        durable = handle.written - 1 if handle.writer is not None else None
-        self._queue = ThreadWriteBehind(handle.sink, durable_seq=durable, **handle.options)
+        self._queue = ThreadWriteBehind(
+            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
+        )
         self._closed = False
         for event in handle.pending_events():
             self._queue.enqueue(event.seq, event.line)
@@ -671,6 +762,11 @@ class LiveSession:
         """Highest seq known durable on disk (None before the first write)."""
         return self._queue.durable_seq
 
+    @property
+    def unwritten_events(self) -> tuple[SessionEvent, ...]:
+        """Events appended in memory but not known durable (e.g. after a failed write)."""
+        return self._handle.unwritten(self._queue.durable_seq)
+
     def append(
         self,
         type: str,
@@ -683,6 +779,8 @@ class LiveSession:
         """Validate and append one event; it becomes durable within the batching window.
 
         Blocks only when ``max_pending_bytes`` of unwritten events are waiting.
+
+        :raises WriterBrokenError: an earlier write could not be rolled back.
         """
         self._require_open()
         event = self._handle.session.append(
@@ -707,20 +805,31 @@ class LiveSession:
         """Block until every event appended so far (and meanwhile) is durable.
 
         :raises OSError: the write failed; the events stay queued and the next flush retries.
+        :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
         """
+        self._require_open()
         self._queue.flush(timeout)
 
     def close(self) -> None:
-        """Drain every pending event, then release the file and the lock; idempotent."""
+        """Drain every pending event, then release the file and the lock; idempotent.
+
+        The file and the lock are released even when the drain fails (the error is
+        raised): reopening the session then restores what is durable. Events that were
+        not written stay readable from :attr:`unwritten_events`.
+        """
         if self._closed:
             return
-        self._queue.close()
-        self._closed = True
-        self._handle.release()
+        try:
+            self._handle.require_usable()
+            self._queue.close()
+        finally:
+            self._closed = True
+            self._handle.release()
 
     def _require_open(self) -> None:
         if self._closed:
-            raise ValueError(f"session {self.id!r} is closed")
+            raise ValueError(f"session {self.id!r} is closed; reopen it with store.open()")
+        self._handle.require_usable()
 
     def __enter__(self) -> LiveSession:
         return self
@@ -763,10 +872,14 @@ class AsyncLiveSession:
 
     def __init__(self, handle: _Handle) -> None:
         self._handle = handle
-        durable = handle.written - 1 if handle.writer is not None else None
-        self._queue = AsyncWriteBehind(handle.sink, durable_seq=durable, **handle.options)
+        self._queue = AsyncWriteBehind(
+            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
+        )
         self._closed = False
         self._started = False
+        # Seqs are assigned at append and must reach the queue in that order, even when
+        # one append waits for room (backpressure) while another task appends.
+        self._order = asyncio.Lock()
 
     @property
     def session(self) -> Session:
@@ -788,11 +901,17 @@ class AsyncLiveSession:
         """Highest seq known durable on disk (None before the first write)."""
         return self._queue.durable_seq
 
+    @property
+    def unwritten_events(self) -> tuple[SessionEvent, ...]:
+        """Events appended in memory but not known durable (e.g. after a failed write)."""
+        return self._handle.unwritten(self._queue.durable_seq)
+
     async def _start(self) -> None:
         if not self._started:
             self._started = True
-            for event in self._handle.pending_events():
-                await self._queue.enqueue(event.seq, event.line)
+            async with self._order:
+                for event in self._handle.pending_events():
+                    await self._queue.enqueue(event.seq, event.line)
 
     async def append(
         self,
@@ -803,17 +922,21 @@ class AsyncLiveSession:
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
     ) -> SessionEvent:
-        """Validate and append one event; awaits only at ``max_pending_bytes``."""
+        """Validate and append one event; awaits only at ``max_pending_bytes``.
+
+        :raises WriterBrokenError: an earlier write could not be rolled back.
+        """
         self._require_open()
         await self._start()
-        event = self._handle.session.append(
-            type,
-            data,
-            surface_op=surface_op,
-            source_event_seqs=source_event_seqs,
-            ignorable=ignorable,
-        )
-        await self._queue.enqueue(event.seq, event.line)
+        async with self._order:
+            event = self._handle.session.append(
+                type,
+                data,
+                surface_op=surface_op,
+                source_event_seqs=source_event_seqs,
+                ignorable=ignorable,
+            )
+            await self._queue.enqueue(event.seq, event.line)
         return event
 
     async def append_many(
@@ -822,28 +945,41 @@ class AsyncLiveSession:
         """Validate all inputs first, then append them together (all or nothing)."""
         self._require_open()
         await self._start()
-        events = self._handle.session.append_many(inputs)
-        for event in events:
-            await self._queue.enqueue(event.seq, event.line)
+        async with self._order:
+            events = self._handle.session.append_many(inputs)
+            for event in events:
+                await self._queue.enqueue(event.seq, event.line)
         return events
 
     async def flush(self, timeout: float | None = None) -> None:
-        """Return once every event appended so far (and meanwhile) is durable."""
+        """Return once every event appended so far (and meanwhile) is durable.
+
+        :raises OSError: the write failed; the events stay queued and the next flush retries.
+        :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
+        """
+        self._require_open()
         await self._start()
         await self._queue.flush(timeout)
 
     async def close(self) -> None:
-        """Drain, then release the file and the lock (in the executor); idempotent."""
+        """Drain, then release the file and the lock (in the executor); idempotent.
+
+        Like :meth:`LiveSession.close`, the lock is released even when the drain fails.
+        """
         if self._closed:
             return
-        await self._start()
-        await self._queue.close()
-        self._closed = True
-        await asyncio.get_running_loop().run_in_executor(None, self._handle.release)
+        try:
+            self._handle.require_usable()
+            await self._start()
+            await self._queue.close()
+        finally:
+            self._closed = True
+            await asyncio.get_running_loop().run_in_executor(None, self._handle.release)
 
     def _require_open(self) -> None:
         if self._closed:
-            raise ValueError(f"session {self.id!r} is closed")
+            raise ValueError(f"session {self.id!r} is closed; reopen it with store.aopen()")
+        self._handle.require_usable()
 
     async def __aenter__(self) -> AsyncLiveSession:
         await self._start()

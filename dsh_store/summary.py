@@ -1,7 +1,7 @@
 """Read-only summaries behind ``dsh-store inspect``, ``list`` and ``cat``.
 
 Plain dicts with camelCase keys, so that the CLI's ``--json`` output is exactly what these
-functions return (documented in docs/cli.md and docs/schemas/).
+functions return (documented in docs/cli.md and docs/schemas/). Nothing here writes.
 """
 
 from __future__ import annotations
@@ -11,11 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import DshStoreError
-from .jsonl.scan import LogScanner
-from .restore import examine, finding_json, read_log
+import orjson
 
-__all__ = ["iter_v4_lines", "list_store", "summarize"]
+from .errors import DshStoreError
+from .jsonl import layout
+from .jsonl.rows import is_packed_row, packed_row_count
+from .jsonl.scan import LogScanner
+
+__all__ = ["iter_v4_lines", "list_store", "session_row", "summarize"]
+
+_TAIL_BYTES = 64 * 1024
+_MESSAGE_PREVIEW = 200
 
 
 def summarize(
@@ -23,8 +29,12 @@ def summarize(
 ) -> dict[str, Any]:
     """Header, version, classification, counts by type (events and bytes), open turn.
 
-    A log that cannot be restored still gets its classification and findings.
+    A log that cannot be restored still gets its classification and findings (and no
+    counts). Byte counts are of the v4 line of each event (an older log is upgraded in
+    memory first). ``events`` adds ``eventList``; ``messages`` adds the derived messages.
     """
+    from .restore import examine, finding_json, read_log
+
     log = Path(path)
     report = examine(log)
     summary: dict[str, Any] = {
@@ -33,11 +43,9 @@ def summarize(
         "version": report.version,
         "findings": [finding_json(finding) for finding in report.findings],
     }
-    try:
-        inspection = read_log(log)
-    except DshStoreError:
+    if report.events is None:
         return summary
-    summary["header"] = inspection.header.to_json()
+    inspection = read_log(log)
     by_type: dict[str, dict[str, int]] = {}
     turns = steps = 0
     open_turn: int | None = None
@@ -53,13 +61,14 @@ def summarize(
         elif event.type == "step/start":
             steps += 1
     summary.update(
+        header=inspection.header.to_json(),
         events=len(inspection.events),
         turns=turns,
         steps=steps,
         openTurn=open_turn,
         closers=[event.type for event in inspection.closers],
         tornBytes=None if inspection.torn is None else inspection.torn.length,
-        byType=dict(sorted(by_type.items(), key=lambda item: -item[1]["bytes"])),
+        byType=dict(sorted(by_type.items(), key=lambda item: (-item[1]["bytes"], item[0]))),
     )
     if events:
         summary["eventList"] = [
@@ -75,84 +84,164 @@ def summarize(
 
 
 def _message_json(message: Any) -> dict[str, Any]:
-    value = message if isinstance(message, dict) else getattr(message, "to_json", lambda: {})()
-    role = value.get("role", "?")
+    """A derived message as ``{role, text}``: its text parts joined, tool calls named."""
+    value = message if isinstance(message, dict) else getattr(message, "to_json", dict)()
     texts: list[str] = []
     content = value.get("content")
     if isinstance(content, str):
         texts.append(content)
     elif isinstance(content, list):
         for part in content:
-            if isinstance(part, dict):
-                if isinstance(part.get("text"), str):
-                    texts.append(part["text"])
-                elif part.get("type") == "tool-call":
-                    texts.append(f"<tool call {part.get('toolName') or part.get('name')}>")
-    text = " ".join(texts).replace("\n", " ")
-    return {"role": role, "text": text[:200] + ("…" if len(text) > 200 else "")}
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part.get("type") == "tool-call":
+                texts.append(f"<tool call {part.get('toolName') or part.get('name')}>")
+    text = " ".join(" ".join(texts).split())
+    if len(text) > _MESSAGE_PREVIEW:
+        text = text[:_MESSAGE_PREVIEW] + "…"
+    return {"role": str(value.get("role", "?")), "text": text}
 
 
 def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """One row per session: id, cwd, created, version, events, status — headers only.
+    """One row per session directory of a store root (see :func:`session_row`), by id.
 
-    ``events`` counts complete lines after the header (a byte count, no parsing);
-    ``status`` is ``current`` / ``needs-migration`` plus ``torn-tail`` when the file does
-    not end with a newline. ``dsh-store verify`` gives the full verdict.
+    Reads each log's first line and its last 64 KiB only, so it stays fast on thousands
+    of sessions. ``dsh-store verify`` gives the full verdict.
+
+    :raises FileNotFoundError: ``root`` does not exist.
+    :raises NotADirectoryError: ``root`` is not a directory.
     """
-    from .store import JsonlStore, _newest_generation
-
-    store = JsonlStore(root)
+    base = Path(root)
+    if not base.exists():
+        raise FileNotFoundError(2, "store root does not exist", str(base))
+    if not base.is_dir():
+        raise NotADirectoryError(20, "store root is not a directory", str(base))
     rows: list[dict[str, Any]] = []
-    for directory in store._session_dirs():
-        log = _newest_generation(directory)
-        if log is None:
+    for project in sorted(base.iterdir()):
+        if not project.is_dir() or project.is_symlink():
             continue
-        try:
-            info = LogScanner(log).read_header()
-        except (DshStoreError, OSError):
-            continue
-        if info is None:
-            continue
-        lines, clean_end = _count_lines(log)
-        status = "current" if info.version == 4 else "needs-migration"
-        if not clean_end:
-            status = "torn-tail"
-        rows.append(
-            {
-                "id": info.value.get("id"),
-                "cwd": info.value.get("cwd"),
-                "created": info.value.get("createdAt"),
-                "version": info.version,
-                "events": max(0, lines - 1),
-                "status": status,
-                "path": str(log),
-            }
-        )
-    rows.sort(key=lambda row: str(row["id"]))
+        for directory in sorted(project.iterdir()):
+            if not directory.is_dir() or directory.is_symlink():
+                continue
+            log = _newest_generation(directory)
+            if log is not None:
+                rows.append(session_row(log))
+    rows.sort(key=lambda row: (str(row["id"]), row["path"]))
     return rows
 
 
-def _count_lines(log: Path) -> tuple[int, bool]:
-    count = 0
-    last = b"\n"
+def _newest_generation(directory: Path) -> Path | None:
+    best: tuple[int, Path] | None = None
+    try:
+        entries = list(directory.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        version = layout.generation_version(entry.name)
+        if version is not None and entry.is_file() and (best is None or version > best[0]):
+            best = (version, entry)
+    return None if best is None else best[1]
+
+
+def session_row(log: Path) -> dict[str, Any]:
+    """``{id, cwd, created, version, events, status, path}`` of one log, cheaply.
+
+    ``events`` is the last committed seq + 1, read from the file's last complete line
+    (None when that line is unreadable). ``status``: ``current`` or ``needs-migration``
+    by header version; ``torn-tail`` when the file does not end with a newline;
+    ``unsupported-version`` / ``not-a-session`` / ``unreadable`` when the header says so.
+    """
+    row: dict[str, Any] = {
+        "id": None,
+        "cwd": None,
+        "created": None,
+        "version": None,
+        "events": None,
+        "status": "not-a-session",
+        "path": str(log),
+    }
+    try:
+        info = LogScanner(log).read_header()
+    except DshStoreError as error:
+        kind = getattr(error, "version", None)
+        row["status"] = "unsupported-version" if kind is not None else "not-a-session"
+        return row
+    except OSError:
+        row["status"] = "unreadable"
+        return row
+    if info is None:
+        row["status"] = "empty"
+        return row
+    row.update(
+        id=info.value.get("id"),
+        cwd=info.value.get("cwd"),
+        created=info.value.get("createdAt"),
+        version=info.version,
+        status="current" if info.version == layout.CURRENT_VERSION else "needs-migration",
+    )
+    try:
+        events, clean_end = _tail_facts(log, info.size)
+    except OSError:
+        row["status"] = "unreadable"
+        return row
+    row["events"] = events
+    if not clean_end:
+        row["status"] = "torn-tail"
+    return row
+
+
+def _tail_facts(log: Path, header_size: int) -> tuple[int | None, bool]:
+    """(last seq + 1 or None, whether the file ends with a newline), from its tail."""
     with open(log, "rb") as handle:
-        while block := handle.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count, last == b"\n"
+        size = handle.seek(0, os.SEEK_END)
+        start = max(header_size, size - _TAIL_BYTES)
+        handle.seek(start)
+        tail = handle.read(size - start)
+    if not tail:
+        return 0, True
+    clean_end = tail.endswith(b"\n")
+    lines = tail.split(b"\n")
+    if not clean_end:
+        lines.pop()  # the unterminated fragment is not committed
+    for raw in reversed(lines):
+        if not raw.strip():
+            continue
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None, clean_end
+        return _next_seq(value), clean_end
+    return (0 if start == header_size else None), clean_end
+
+
+def _next_seq(value: Any) -> int | None:
+    if not isinstance(value, dict):
+        return None
+    if is_packed_row(value):
+        first = value.get("seq0")
+        try:
+            count = packed_row_count(value)
+        except (KeyError, TypeError):
+            return None
+        return first + count if isinstance(first, int) else None
+    seq = value.get("seq")
+    return seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 def iter_v4_lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, int, bytes]]:
     """``(type, seq, line)`` of every committed event as v4 JSONL, streaming.
 
     A v4 log streams its own lines; an older log is upgraded event by event. The torn
-    tail is never included; committed corruption raises.
+    tail is never included; committed corruption raises :class:`CorruptLogError` when the
+    scan reaches it (after the rows before it were yielded).
     """
     scanner = LogScanner(path)
     info = scanner.read_header()
     if info is None:
         return
-    if info.version == 4:
+    if info.version == layout.CURRENT_VERSION:
         for row in scanner.rows():
             yield row.value["type"], row.first_seq, row.raw + b"\n"
         return

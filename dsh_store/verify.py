@@ -3,27 +3,53 @@
 Verification never writes: it runs the same scan, upgrade and validation as restore and
 reports one classification per file plus every finding. Walking rules:
 
-- a ``.jsonl`` file is checked as given;
+- a file given explicitly is checked as given, whatever its name;
 - a directory is walked recursively without following symlinked directories; a
-  symlinked file is checked only when it resolves inside the walked tree;
+  symlinked file is checked only when it resolves inside the walked tree (a symlink
+  loop resolves inside and is reported as unreadable);
 - in a session directory only the newest generation is checked (``session.v4.jsonl``
   over ``session.v3.jsonl`` ... over ``session.jsonl``): older generations left beside
   a migrated log are its backups, not live logs;
-- temp files (``*.tmp``), torn-tail sidecars (``*.torn-<offset>``) and backups
-  (``*.bak``) never end in ``.jsonl`` and are skipped.
+- only names ending in ``.jsonl`` are logs, so temp files (``*.tmp``), torn-tail
+  sidecars (``*.torn-<offset>``) and backups (``*.bak``) are skipped.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
+from .errors import DshStoreError
 from .jsonl import layout
 from .restore import FileReport, examine
 
-__all__ = ["counts_as_failure", "iter_log_files", "verify_path", "verify_paths"]
+__all__ = [
+    "Progress",
+    "counts_as_failure",
+    "iter_log_files",
+    "map_files",
+    "verify_path",
+    "verify_paths",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Progress = Callable[[Iterable[R], int], Iterable[R]]
+"""Wraps the stream of per-file results (and knows their count), e.g. for a progress bar."""
+
+
+class NoLogsError(DshStoreError):
+    """A PATH argument holds no session log at all (a typo, or the wrong directory)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: no .jsonl session logs found (pass a store root, a session directory "
+            "or a .jsonl file)"
+        )
 
 
 def iter_log_files(path: str | os.PathLike[str]) -> Iterator[Path]:
@@ -32,7 +58,7 @@ def iter_log_files(path: str | os.PathLike[str]) -> Iterator[Path]:
     if not start.is_dir():
         yield start
         return
-    root = start.resolve()
+    root = os.path.realpath(start)
     for directory, subdirs, files in os.walk(start, followlinks=False):
         subdirs.sort()
         logs = sorted(name for name in files if name.endswith(".jsonl"))
@@ -42,30 +68,85 @@ def iter_log_files(path: str | os.PathLike[str]) -> Iterator[Path]:
             if name in generations and name != newest:
                 continue
             candidate = Path(directory) / name
-            if candidate.is_symlink() and not _inside(candidate.resolve(), root):
+            # realpath never raises (a loop stays inside), unlike Path.resolve.
+            if candidate.is_symlink() and not _inside(os.path.realpath(candidate), root):
                 continue
             yield candidate
 
 
-def _inside(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def collect_log_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """All log files under ``paths`` in argument order, each once.
+
+    :raises NoLogsError: one of ``paths`` is a directory holding no log.
+    """
+    seen: set[Path] = set()
+    files: list[Path] = []
+    for path in paths:
+        found = list(iter_log_files(path))
+        if not found:
+            raise NoLogsError(os.fspath(path))
+        for file in found:
+            if file not in seen:
+                seen.add(file)
+                files.append(file)
+    return files
+
+
+def map_files(
+    function: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    jobs: int = 1,
+    progress: Progress[R] | None = None,
+) -> list[R]:
+    """``[function(item) for item in items]``, in order, on ``jobs`` worker processes.
+
+    Processes, not threads: the work is CPU-bound JSON parsing and validation. With
+    ``jobs > 1``, ``function`` and the items must be picklable (module-level functions).
+    """
+    if jobs > 1 and len(items) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(jobs, len(items))) as pool:
+            chunk = max(1, len(items) // (jobs * 4))
+            results: Iterable[R] = pool.map(function, items, chunksize=chunk)
+            if progress is not None:
+                results = progress(results, len(items))
+            return list(results)
+    lazy: Iterable[R] = (function(item) for item in items)
+    if progress is not None:
+        lazy = progress(lazy, len(items))
+    return list(lazy)
+
+
+def examine_file(path: Path) -> FileReport:
+    """:func:`dsh_store.restore.examine`, with an unexpected failure naming the file."""
+    try:
+        return examine(path)
+    except DshStoreError:
+        raise
+    except Exception as error:  # a library defect: say which file triggered it
+        raise DshStoreError(
+            f"{path}: verification failed unexpectedly ({type(error).__name__}: {error}); "
+            "this is a bug in dsh-store, please report it with the file"
+        ) from error
 
 
 def verify_paths(
     paths: Sequence[str | os.PathLike[str]],
     *,
     jobs: int = 1,
-    progress: Callable[[Iterable[Path]], Iterable[Path]] | None = None,
+    progress: Progress[FileReport] | None = None,
 ) -> list[FileReport]:
-    """Examine every log file under ``paths``; ``jobs > 1`` uses worker processes."""
-    files = [file for path in paths for file in iter_log_files(path)]
-    if jobs > 1 and len(files) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            results = pool.map(examine, files, chunksize=max(1, len(files) // (jobs * 4)))
-            stream: Iterable[FileReport] = results
-            return list(stream)
-    iterable: Iterable[Path] = progress(files) if progress is not None else files
-    return [examine(file) for file in iterable]
+    """Examine every log file under ``paths``; never writes.
+
+    :raises NoLogsError: one of ``paths`` is a directory holding no log.
+    """
+    return map_files(examine_file, collect_log_files(paths), jobs=jobs, progress=progress)
 
 
 def verify_path(path: str | os.PathLike[str], *, jobs: int = 1) -> list[FileReport]:
@@ -83,8 +164,9 @@ def counts_as_failure(
     """Whether ``report`` fails ``dsh-store verify`` under these options (DESIGN §8).
 
     ``ok`` passes (with ``strict``, only when it has no finding at all);
-    ``needs-migration`` fails only with ``require_current``; ``torn-tail`` and
-    ``open-turn`` fail unless ``allow_repairable``; everything else fails.
+    ``needs-migration`` fails only with ``require_current`` (or, with ``strict``, when it
+    has a finding besides its own); ``torn-tail`` and ``open-turn`` fail unless
+    ``allow_repairable`` (``strict`` overrides it); everything else fails.
     """
     kind = report.classification
     if kind == "ok":
@@ -98,3 +180,21 @@ def counts_as_failure(
 
 def _has_extra_findings(report: FileReport, expected: set[str]) -> bool:
     return any(finding.rule not in expected for finding in report.findings)
+
+
+def summary_counts(reports: Iterable[FileReport]) -> dict[str, int]:
+    """``{classification: count}`` over ``reports``, in precedence order."""
+    from .restore import CLASSIFICATIONS
+
+    counts = dict.fromkeys(CLASSIFICATIONS, 0)
+    for report in reports:
+        counts[report.classification] = counts.get(report.classification, 0) + 1
+    return {kind: count for kind, count in counts.items() if count}
+
+
+def verify_json(reports: Sequence[FileReport]) -> dict[str, object]:
+    """The ``dsh-store verify --json`` document (docs/schemas/verify.schema.json)."""
+    return {
+        "files": [report.to_json() for report in reports],
+        "summary": summary_counts(reports),
+    }

@@ -28,8 +28,10 @@ from typing import NoReturn
 
 from dsh_store.errors import (
     ConcurrentModificationError,
+    DshStoreError,
     EventValidationError,
     SessionExistsError,
+    StorageError,
     WriterBrokenError,
 )
 from dsh_store.jsonl.failpoints import armed, failpoint
@@ -136,6 +138,23 @@ def materialize(
         raise SessionExistsError(session, str(final))
     data = b"".join((header_line, *first_batch))
     temp = temp_path(final, secrets.token_hex(6))
+    try:
+        identity = _publish(temp, final, data, session)
+    except OSError as error:
+        if isinstance(error, DshStoreError):
+            raise
+        raise StorageError("publishing the new log", str(final), error) from error
+    writer = LogWriter.open(final, expected_size=len(data), next_seq=len(first_batch))
+    if (writer.identity[0], writer.identity[1]) != identity:
+        writer.close()
+        raise ConcurrentModificationError(
+            str(final), "the log was replaced right after it was published"
+        )
+    return writer
+
+
+def _publish(temp: Path, final: Path, data: bytes, session: str) -> tuple[int, int]:
+    """Temp file, fsync, link (never overwriting), directory fsync; remove the temp name."""
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, FILE_MODE)
     try:
         try:
@@ -161,13 +180,7 @@ def materialize(
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)
-    writer = LogWriter.open(final, expected_size=len(data), next_seq=len(first_batch))
-    if (writer.identity[0], writer.identity[1]) != (identity.st_dev, identity.st_ino):
-        writer.close()
-        raise ConcurrentModificationError(
-            str(final), "the log was replaced right after it was published"
-        )
-    return writer
+    return identity.st_dev, identity.st_ino
 
 
 def _unlink_if_same(path: Path, identity: os.stat_result) -> None:
@@ -267,6 +280,10 @@ class LogWriter:
             self.pending = list(lines)
             self.pending_first_seq = first_seq
             self._rollback(fd, before, error)
+            if isinstance(error, OSError) and not isinstance(error, DshStoreError):
+                raise StorageError(
+                    f"append of seqs {first_seq}..{last_seq}", str(self.path), error
+                ) from error
             raise
         failpoint("append.after-fsync")
         self.size = before + len(data)

@@ -179,6 +179,11 @@ def check_envelope(
     ``opaque`` marks a type this reader does not know, whose surface fields are carried
     unvalidated (restore of an ignorable unknown event).
     """
+    if sources is None and (
+        (surface_op is None and event_type in KNOWN_TYPES and event_type not in SURFACE_TYPES)
+        or (surface_op == "append" and event_type in SURFACE_TYPES)
+    ):
+        return  # the common shapes: nothing else to check
     if is_plugin_type(event_type) and not ignorable:
         _fail(
             "plugin-not-ignorable",

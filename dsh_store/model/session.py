@@ -340,9 +340,10 @@ class Session:
             candidate.sources,
             candidate.facts,
         )
-        listeners = tuple(self._listeners)
+        listeners = tuple(self._listeners) if self._listeners else ()
         self._commit(event, candidate.span)
-        self._publish(listeners, (event,))
+        if listeners:
+            self._publish(listeners, (event,))
         return event
 
     def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:

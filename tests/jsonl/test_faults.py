@@ -242,9 +242,7 @@ def test_failed_directory_fsync_after_link_takes_the_name_back(
     assert os.listdir(path.parent) == []
 
 
-def test_temp_file_is_removed_even_if_unlinking_it_fails_later(
-    path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_temp_cleanup_is_not_an_error(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A failed temp cleanup is not an error: the log is already durable.
     Fault(monkeypatch, "unlink", errno.EIO)
     materialize(path, HEADER, lines(0, 1)).close()

@@ -108,7 +108,7 @@ def test_make_dirs_fsyncs_the_parent_of_every_created_level(
 
 def test_make_dirs_refuses_a_file_in_the_way(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"")
-    with pytest.raises(OSError):
+    with pytest.raises(FileExistsError):
         make_dirs(tmp_path / "f" / "g")
 
 

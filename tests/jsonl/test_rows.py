@@ -72,7 +72,7 @@ def test_unsupported_versions_are_refused_as_such(version: object, message: str)
         read_header_line(line({"type": "session", "version": version}), path=PATH)
     assert message in str(caught.value)
     assert str(caught.value).startswith(PATH)
-    assert caught.value.supported == 4  # type: ignore[attr-defined]
+    assert caught.value.supported == 4
 
 
 def test_newer_version_wins_over_a_broken_shape() -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dsh_store.errors import (
     CorruptLogError,
@@ -414,3 +416,38 @@ def test_corpus_scans_without_untyped_errors(entry: dict[str, Any]) -> None:
         assert scanner.torn is None
         assert scanner.committed_size == os.path.getsize(path)
     assert snapshot(path) == before
+
+
+# -- arbitrary damage ----------------------------------------------------------------
+
+
+@given(
+    cut=st.integers(min_value=0, max_value=len(v4_log())),
+    junk=st.binary(max_size=64) | st.sampled_from([b"\n", b"\x00" * 9, b'{"type":"turn/end"}\n']),
+    chunk_size=st.sampled_from([1, 5, 1 << 20]),
+)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_damage_is_either_a_tail_or_typed_corruption(
+    tmp_path: Path, cut: int, junk: bytes, chunk_size: int
+) -> None:
+    data = v4_log()
+    body_start = len(line(header()))
+    damaged = data[: max(cut, body_start)] + junk + data[max(cut, body_start) :]
+    path = write(tmp_path / "s.jsonl", damaged)
+    scanner = LogScanner(path, chunk_size=chunk_size)
+    try:
+        rows = list(scanner.rows())
+    except CorruptLogError as error:
+        assert error.offset is not None and damaged.count(b"\n", 0, error.offset) + 1 == error.line
+        return
+    assert scanner.committed_size == body_start + sum(len(r.raw) + 1 for r in rows) + sum(
+        1 for r in rows if damaged[r.offset + len(r.raw)] == 13
+    )
+    assert all(damaged[r.offset : r.offset + len(r.raw)] == r.raw for r in rows)
+    assert [r.first_seq for r in rows] == list(range(len(rows)))
+    torn = scanner.torn
+    if torn is None:
+        assert scanner.committed_size == len(damaged)
+    else:
+        assert torn.offset == scanner.committed_size
+        assert torn.offset + torn.length == len(damaged)

@@ -31,7 +31,9 @@ def user(text: str = "hello", message_id: str = "m-user") -> dict[str, Any]:
     }
 
 
-def system(turn: int, step: int, text: str = "be helpful", message_id: str = "m-sys") -> dict[str, Any]:
+def system(
+    turn: int, step: int, text: str = "be helpful", message_id: str = "m-sys"
+) -> dict[str, Any]:
     return {
         "turn": turn,
         "step": step,
@@ -45,7 +47,11 @@ def system(turn: int, step: int, text: str = "be helpful", message_id: str = "m-
 
 
 def assistant(
-    turn: int, step: int, text: str | None = "hi", calls: tuple[str, ...] = (), message_id: str = "m-a"
+    turn: int,
+    step: int,
+    text: str | None = "hi",
+    calls: tuple[str, ...] = (),
+    message_id: str = "m-a",
 ) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if text is not None:
@@ -105,13 +111,18 @@ def simple_turn(session: Session, turn: int = 1, *, with_system: bool = True) ->
     if with_system and turn == 1:
         session.append("system/message", system(1, 1), surface_op="append")
     session.append("user/message", user(f"prompt {turn}", f"m-u{turn}"), surface_op="append")
-    session.append("assistant/message", assistant(turn, 1, f"reply {turn}", message_id=f"m-a{turn}"),
-                   surface_op="append")
+    session.append(
+        "assistant/message",
+        assistant(turn, 1, f"reply {turn}", message_id=f"m-a{turn}"),
+        surface_op="append",
+    )
     session.append("step/end", {"turn": turn, "step": 1})
     session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
 
 
-def tool_turn_open(session: Session, calls: tuple[str, ...] = ("c1", "c2"), logged: int = 1) -> None:
+def tool_turn_open(
+    session: Session, calls: tuple[str, ...] = ("c1", "c2"), logged: int = 1
+) -> None:
     """Turn 1, step 1: assistant requests ``calls``; the first ``logged`` get a tool/call."""
     open_step(session)
     session.append("user/message", user(), surface_op="append")
@@ -124,6 +135,7 @@ def restore(events: list[SessionEvent], **header: Any) -> Session:
     from dsh_store.model import SessionHeader
 
     return Session.from_restore(
-        SessionHeader(id=header.pop("id", "s1"), created_at=0, **header), events,
+        SessionHeader(id=header.pop("id", "s1"), created_at=0, **header),
+        events,
         clock=ticking_clock(),
     )

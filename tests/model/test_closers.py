@@ -27,8 +27,12 @@ def test_open_turn_without_step_gets_only_turn_end() -> None:
     session.append("turn/start", {"turn": 1})
     closers = interrupted_closers(session.events)
     assert lines(closers) == [
-        {"type": "turn/end", "seq": 1, "time": session.events[-1].time,
-         "data": {"turn": 1, "reason": {"kind": "interrupted"}}}
+        {
+            "type": "turn/end",
+            "seq": 1,
+            "time": session.events[-1].time,
+            "data": {"turn": 1, "reason": {"kind": "interrupted"}},
+        }
     ]
 
 
@@ -37,7 +41,8 @@ def test_open_step_gets_step_end_then_turn_end() -> None:
     open_step(session)
     session.append("user/message", user(), surface_op="append")
     assert [(e.type, e.seq) for e in interrupted_closers(session.events)] == [
-        ("step/end", 3), ("turn/end", 4)
+        ("step/end", 3),
+        ("turn/end", 4),
     ]
 
 
@@ -46,9 +51,7 @@ def test_exact_tool_result_closers() -> None:
     tool_turn_open(session, ("c1", "c2"), logged=1)  # c1 has tool/call at seq 4
     last_time = session.events[-1].time
     closers = interrupted_closers(session.events)
-    assert [line.decode() for line in (e.line for e in closers)][0].startswith(
-        '{"type":"tool/result","seq":5,'
-    )
+    assert closers[0].line.startswith(b'{"type":"tool/result","seq":5,')
     unknown, not_started, step_end, turn_end = lines(closers)
     assert unknown == {
         "type": "tool/result",
@@ -61,8 +64,9 @@ def test_exact_tool_result_closers() -> None:
                 "role": "tool",
                 "source": {"kind": "tool", "callId": "c1"},
                 "toolCallId": "c1",
-                "content": [{"type": "text", "text": unknown["data"]["message"]["content"][0]
-                             ["text"]}],
+                "content": [
+                    {"type": "text", "text": unknown["data"]["message"]["content"][0]["text"]}
+                ],
                 "isError": True,
                 "id": "interrupted-tool-result-c1-5",
             },
@@ -73,14 +77,21 @@ def test_exact_tool_result_closers() -> None:
     }
     assert "outcome is unknown" in unknown["data"]["message"]["content"][0]["text"]
     assert list(unknown) == ["type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp"]
-    assert not_started["data"]["error"] == {"name": "ToolNotStartedError",
-                                            "code": "TOOL_NOT_STARTED"}
+    assert not_started["data"]["error"] == {
+        "name": "ToolNotStartedError",
+        "code": "TOOL_NOT_STARTED",
+    }
     assert not_started["data"]["message"]["id"] == "interrupted-tool-result-c2-6"
     assert "sourceEventSeqs" not in not_started
-    assert "before it was recorded as started" in not_started["data"]["message"]["content"][0][
-        "text"]
-    assert step_end == {"type": "step/end", "seq": 7, "time": last_time,
-                        "data": {"turn": 1, "step": 1}}
+    assert (
+        "before it was recorded as started" in not_started["data"]["message"]["content"][0]["text"]
+    )
+    assert step_end == {
+        "type": "step/end",
+        "seq": 7,
+        "time": last_time,
+        "data": {"turn": 1, "step": 1},
+    }
     assert turn_end["data"] == {"turn": 1, "reason": {"kind": "interrupted"}}
     assert all(e.type != "assistant/message" for e in closers)
 
@@ -111,9 +122,22 @@ def test_closers_are_deterministic() -> None:
     assert interrupted_closers(session.events) == interrupted_closers(list(session.events))
 
 
-ACTIONS = st.lists(st.sampled_from(
-    ["turn", "step", "user", "assistant_calls", "tool_call", "tool_result", "end_step",
-     "end_turn", "plugin"]), max_size=30)
+ACTIONS = st.lists(
+    st.sampled_from(
+        [
+            "turn",
+            "step",
+            "user",
+            "assistant_calls",
+            "tool_call",
+            "tool_result",
+            "end_step",
+            "end_turn",
+            "plugin",
+        ]
+    ),
+    max_size=30,
+)
 
 
 def drive(actions: list[str]) -> Session:
@@ -121,29 +145,34 @@ def drive(actions: list[str]) -> Session:
     session = new_session()
     from .builders import assistant, tool_call, tool_result
 
-    turn, step, pending, called = 0, 0, [], set()
+    turn, step = 0, 0
+    pending: list[str] = []
+    called: set[str] = set()
     in_turn = in_step = False
     for action in actions:
         if action == "turn" and not in_turn:
             turn, step, in_turn = turn + 1, 0, True
             session.append("turn/start", {"turn": turn})
         elif action == "step" and in_turn and not in_step:
-            step, in_step, pending, called = step + 1, True, [], set()
+            step, in_step = step + 1, True
+            pending, called = [], set()
             session.append("step/start", {"turn": turn, "step": step})
         elif action == "user" and in_turn:
             session.append("user/message", user(), surface_op="append")
         elif action == "assistant_calls" and in_step:
             ids = (f"c{session.seq}a", f"c{session.seq}b")
-            session.append("assistant/message", assistant(turn, step, "x", ids),
-                           surface_op="append")
+            session.append(
+                "assistant/message", assistant(turn, step, "x", ids), surface_op="append"
+            )
             pending.extend(ids)
         elif action == "tool_call" and in_step and [c for c in pending if c not in called]:
             call_id = next(c for c in pending if c not in called)
             called.add(call_id)
             session.append("tool/call", tool_call(turn, step, call_id))
         elif action == "tool_result" and in_step and pending:
-            session.append("tool/result", tool_result(turn, step, pending.pop(0)),
-                           surface_op="append")
+            session.append(
+                "tool/result", tool_result(turn, step, pending.pop(0)), surface_op="append"
+            )
         elif action == "end_step" and in_step:
             in_step = False
             session.append("step/end", {"turn": turn, "step": step})

@@ -36,48 +36,116 @@ def test_surface_type_requires_surface_op(live: Session) -> None:
 
 @pytest.mark.parametrize("kind", ["turn/start", "request/context", "permission/preset", "x/new"])
 def test_log_only_and_unknown_types_forbid_surface_op(live: Session, kind: str) -> None:
-    expect("surface-op-forbidden", "only message-producing", live.append, kind, {"turn": 2},
-           surface_op="append")
+    expect(
+        "surface-op-forbidden",
+        "only message-producing",
+        live.append,
+        kind,
+        {"turn": 2},
+        surface_op="append",
+    )
 
 
 def test_log_only_types_forbid_source_seqs(live: Session) -> None:
-    expect("source-seqs-forbidden", "only message-producing", live.append, "feedback/record",
-           {"text": "x"}, source_event_seqs=[0])
+    expect(
+        "source-seqs-forbidden",
+        "only message-producing",
+        live.append,
+        "feedback/record",
+        {"text": "x"},
+        source_event_seqs=[0],
+    )
 
 
 def test_assistant_message_forbids_source_seqs(live: Session) -> None:
-    expect("assistant-source-seqs", "cannot cite sourceEventSeqs", live.append,
-           "assistant/message", assistant(1, 1), surface_op="append", source_event_seqs=[3])
+    expect(
+        "assistant-source-seqs",
+        "cannot cite sourceEventSeqs",
+        live.append,
+        "assistant/message",
+        assistant(1, 1),
+        surface_op="append",
+        source_event_seqs=[3],
+    )
 
 
 def test_source_seqs_empty_duplicate_late(live: Session) -> None:
-    expect("source-seqs-empty", "at least one earlier seq", live.append, "user/message", user(),
-           surface_op="append", source_event_seqs=[])
-    expect("source-seqs-duplicate", "lists a seq twice", live.append, "user/message", user(),
-           surface_op="append", source_event_seqs=[1, 1])
-    expect("source-seqs-not-earlier", "cites seq 4", live.append, "user/message", user(),
-           surface_op="append", source_event_seqs=[0, 4])
-    expect("source-seqs-shape", "list of seqs", live.append, "user/message", user(),
-           surface_op="append", source_event_seqs=[True])
-    expect("source-seqs-shape", "list of seqs", live.append, "user/message", user(),
-           surface_op="append", source_event_seqs="01")
+    expect(
+        "source-seqs-empty",
+        "at least one earlier seq",
+        live.append,
+        "user/message",
+        user(),
+        surface_op="append",
+        source_event_seqs=[],
+    )
+    expect(
+        "source-seqs-duplicate",
+        "lists a seq twice",
+        live.append,
+        "user/message",
+        user(),
+        surface_op="append",
+        source_event_seqs=[1, 1],
+    )
+    expect(
+        "source-seqs-not-earlier",
+        "cites seq 4",
+        live.append,
+        "user/message",
+        user(),
+        surface_op="append",
+        source_event_seqs=[0, 4],
+    )
+    expect(
+        "source-seqs-shape",
+        "list of seqs",
+        live.append,
+        "user/message",
+        user(),
+        surface_op="append",
+        source_event_seqs=[True],
+    )
+    expect(
+        "source-seqs-shape",
+        "list of seqs",
+        live.append,
+        "user/message",
+        user(),
+        surface_op="append",
+        source_event_seqs="01",
+    )
     assert live.seq == 4
 
 
 @pytest.mark.parametrize(
     "op",
-    ["prepend", {"op": "replace", "start": 2, "end": 3}, {"op": "replace", "startSeq": 2},
-     {"op": "replace", "startSeq": 2, "endSeq": 3, "x": 1}, {"op": "swap", "startSeq": 2,
-     "endSeq": 3}, {"op": "replace", "startSeq": -1, "endSeq": 3}, 7],
+    [
+        "prepend",
+        {"op": "replace", "start": 2, "end": 3},
+        {"op": "replace", "startSeq": 2},
+        {"op": "replace", "startSeq": 2, "endSeq": 3, "x": 1},
+        {"op": "swap", "startSeq": 2, "endSeq": 3},
+        {"op": "replace", "startSeq": -1, "endSeq": 3},
+        7,
+    ],
 )
 def test_surface_op_shape(live: Session, op: Any) -> None:
-    expect("surface-op-shape", "surfaceOp must be", live.append, "user/message", user(),
-           surface_op=op)
+    expect(
+        "surface-op-shape", "surfaceOp must be", live.append, "user/message", user(), surface_op=op
+    )
 
 
 def test_replace_endpoint_must_be_earlier(live: Session) -> None:
-    expect("replace-not-earlier", "must be earlier", live.append, "user/message", user(),
-           surface_op=SurfaceReplace(3, 9), source_event_seqs=[3])
+    expect(
+        "replace-not-earlier",
+        "must be earlier",
+        live.append,
+        "user/message",
+        user(),
+        surface_op=SurfaceReplace(3, 9),
+        source_event_seqs=[3],
+    )
 
 
 def test_tool_error_only_with_is_error() -> None:
@@ -86,8 +154,14 @@ def test_tool_error_only_with_is_error() -> None:
     session.append("assistant/message", assistant(1, 1, None, ("c1",)), surface_op="append")
     data = tool_result(1, 1, "c1")
     data["error"] = {"name": "Boom", "code": "BOOM"}
-    expect("tool-error-without-is-error", "only allowed when data.message.isError is true",
-           session.append, "tool/result", data, surface_op="append")
+    expect(
+        "tool-error-without-is-error",
+        "only allowed when data.message.isError is true",
+        session.append,
+        "tool/result",
+        data,
+        surface_op="append",
+    )
     data["message"]["isError"] = True
     assert session.append("tool/result", data, surface_op="append").data["error"]["code"] == "BOOM"
 
@@ -101,22 +175,30 @@ def test_tool_error_only_with_is_error() -> None:
         ({"tools": "x"}, "data-shape", "data.header.tools must be an array"),
     ],
 )
-def test_request_header_canonical(live: Session, header: dict[str, Any], rule: str,
-                                  text: str) -> None:
+def test_request_header_canonical(
+    live: Session, header: dict[str, Any], rule: str, text: str
+) -> None:
     expect(rule, text, live.append, "request/header", request_header(**header))
 
 
 def test_request_header_needs_provider_and_reason(live: Session) -> None:
     data = request_header()
     del data["header"]["config"]["model"]
-    expect("data-shape", "data.header.config.model is required", live.append, "request/header",
-           data)
-    expect("data-shape", "data.reason must be one of", live.append, "request/header",
-           request_header(reason="fallback"))
+    expect(
+        "data-shape", "data.header.config.model is required", live.append, "request/header", data
+    )
+    expect(
+        "data-shape",
+        "data.reason must be one of",
+        live.append,
+        "request/header",
+        request_header(reason="fallback"),
+    )
     data = request_header()
     data["startsSeries"] = False
-    expect("data-shape", "data.startsSeries must be exactly true", live.append, "request/header",
-           data)
+    expect(
+        "data-shape", "data.startsSeries must be exactly true", live.append, "request/header", data
+    )
 
 
 def test_plugin_records_must_be_ignorable(live: Session) -> None:
@@ -148,17 +230,33 @@ def test_unknown_types_are_accepted_on_append(live: Session) -> None:
         ("turn/end", {"turn": 1, "reason": "done"}, "data-shape", "data.reason must be an object"),
         ("turn/end", {"turn": 1, "reason": {}}, "data-shape", "data.reason.kind is required"),
         ("step/start", {"turn": 1, "step": 1.0}, "data-shape", "data.step must be a positive"),
-        ("user/message", {"role": "assistant", "content": []}, "message-role",
-         "data.role must be 'user'"),
-        ("user/message", {"role": "user", "content": "hi"}, "data-shape",
-         "data.content must be an array"),
-        ("tool/call", {"turn": 1, "step": 1, "callId": "", "name": "x", "arguments": ""},
-         "data-shape", "data.callId must be a non-empty string"),
+        (
+            "user/message",
+            {"role": "assistant", "content": []},
+            "message-role",
+            "data.role must be 'user'",
+        ),
+        (
+            "user/message",
+            {"role": "user", "content": "hi"},
+            "data-shape",
+            "data.content must be an array",
+        ),
+        (
+            "tool/call",
+            {"turn": 1, "step": 1, "callId": "", "name": "x", "arguments": ""},
+            "data-shape",
+            "data.callId must be a non-empty string",
+        ),
         ("session/end-seed", {"inherited": False}, "end-seed-shape", "{inherited: true}"),
         ("session/end-seed", {"other": 1}, "end-seed-shape", "{inherited: true}"),
         ("request/context", {"provider": "p"}, "data-shape", "data.model is required"),
-        ("request/context", {"provider": "p", "model": "m", "contextWindow": -5}, "data-shape",
-         "data.contextWindow"),
+        (
+            "request/context",
+            {"provider": "p", "model": "m", "contextWindow": -5},
+            "data-shape",
+            "data.contextWindow",
+        ),
         ("assistant/attempt", {"turn": 1, "step": 1}, "data-shape", "data.stream is required"),
     ],
 )
@@ -172,16 +270,34 @@ def test_core_payload_shapes(live: Session, kind: str, data: Any, rule: str, tex
 def test_assistant_needs_route_and_tool_call_ids(live: Session) -> None:
     data = assistant(1, 1)
     del data["message"]["source"]["provider"]
-    expect("assistant-route", "provider and model", live.append, "assistant/message", data,
-           surface_op="append")
+    expect(
+        "assistant-route",
+        "provider and model",
+        live.append,
+        "assistant/message",
+        data,
+        surface_op="append",
+    )
     data = assistant(1, 1, None, ("c1",))
     data["message"]["content"][0]["id"] = ""
-    expect("data-shape", "data.message.content[0].id must be a non-empty string", live.append,
-           "assistant/message", data, surface_op="append")
+    expect(
+        "data-shape",
+        "data.message.content[0].id must be a non-empty string",
+        live.append,
+        "assistant/message",
+        data,
+        surface_op="append",
+    )
     data = assistant(1, 1)
     data["interrupted"] = False
-    expect("data-shape", "data.interrupted must be exactly true", live.append,
-           "assistant/message", data, surface_op="append")
+    expect(
+        "data-shape",
+        "data.interrupted must be exactly true",
+        live.append,
+        "assistant/message",
+        data,
+        surface_op="append",
+    )
 
 
 def test_developer_header_seq_rules(live: Session) -> None:
@@ -190,17 +306,42 @@ def test_developer_header_seq_rules(live: Session) -> None:
         return {"turn": 1, "step": 1, "message": message, **extra}
 
     addition = [{"type": "tool-addition", "toolName": "ping"}]
-    expect("developer-header-seq", "required when the message adds tools", live.append,
-           "developer/message", developer(addition), surface_op="append")
-    expect("developer-header-seq", "only allowed when the message adds tools", live.append,
-           "developer/message", developer([], headerSeq=0), surface_op="append")
-    expect("developer-header-seq", "is not an earlier request/header", live.append,
-           "developer/message", developer(addition, headerSeq=0), surface_op="append")
-    expect("developer-header-seq", "non-negative safe integer", live.append,
-           "developer/message", developer(addition, headerSeq="0"), surface_op="append")
+    expect(
+        "developer-header-seq",
+        "required when the message adds tools",
+        live.append,
+        "developer/message",
+        developer(addition),
+        surface_op="append",
+    )
+    expect(
+        "developer-header-seq",
+        "only allowed when the message adds tools",
+        live.append,
+        "developer/message",
+        developer([], headerSeq=0),
+        surface_op="append",
+    )
+    expect(
+        "developer-header-seq",
+        "is not an earlier request/header",
+        live.append,
+        "developer/message",
+        developer(addition, headerSeq=0),
+        surface_op="append",
+    )
+    expect(
+        "developer-header-seq",
+        "non-negative safe integer",
+        live.append,
+        "developer/message",
+        developer(addition, headerSeq="0"),
+        surface_op="append",
+    )
     header = live.append("request/header", request_header())
-    event = live.append("developer/message", developer(addition, headerSeq=header.seq),
-                        surface_op="append")
+    event = live.append(
+        "developer/message", developer(addition, headerSeq=header.seq), surface_op="append"
+    )
     assert event.seq == header.seq + 1
 
 
@@ -230,12 +371,24 @@ def test_failed_append_leaves_the_log_unchanged(live: Session) -> None:
 def test_restore_refuses_the_same_envelope_faults() -> None:
     base = {"type": "user/message", "seq": 0, "time": 1, "data": user()}
     expect("surface-op-required", "needs surfaceOp", SessionEvent.from_json, base)
-    expect("surface-op-forbidden", "only message-producing", SessionEvent.from_json,
-           {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1},
-            "surfaceOp": "append"})
-    expect("source-seqs-not-earlier", "cites seq 0", SessionEvent.from_json,
-           {**base, "surfaceOp": "append", "sourceEventSeqs": [0]})
-    expect("ignorable-not-true", "exactly true", SessionEvent.from_json,
-           {**base, "surfaceOp": "append", "ignorable": False})
-    expect("surface-op-shape", "omitted, not null", SessionEvent.from_json,
-           {**base, "surfaceOp": None})
+    expect(
+        "surface-op-forbidden",
+        "only message-producing",
+        SessionEvent.from_json,
+        {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}, "surfaceOp": "append"},
+    )
+    expect(
+        "source-seqs-not-earlier",
+        "cites seq 0",
+        SessionEvent.from_json,
+        {**base, "surfaceOp": "append", "sourceEventSeqs": [0]},
+    )
+    expect(
+        "ignorable-not-true",
+        "exactly true",
+        SessionEvent.from_json,
+        {**base, "surfaceOp": "append", "ignorable": False},
+    )
+    expect(
+        "surface-op-shape", "omitted, not null", SessionEvent.from_json, {**base, "surfaceOp": None}
+    )

@@ -26,9 +26,12 @@ def test_fork_of_balanced_prefix() -> None:
     seed = build_fork_seed(source.events, boundary)
     assert seed[:7] == list(source.events[:7])
     marker = seed[7]
-    assert orjson.loads(marker.line) == {"type": "session/end-seed", "seq": 7,
-                                         "time": source.events[6].time,
-                                         "data": {"inherited": True}}
+    assert orjson.loads(marker.line) == {
+        "type": "session/end-seed",
+        "seq": 7,
+        "time": source.events[6].time,
+        "data": {"inherited": True},
+    }
     assert len(seed) == 8
     child = Session.create("child", seed=seed, header=seeded_header(), inherited_event_count=7)
     assert child.inherited_event_count == 7 and child.first_live_seq == 8
@@ -40,9 +43,8 @@ def test_fork_closes_an_open_tail_as_forked() -> None:
     source = new_session()
     tool_turn_open(source, ("c1",), logged=1)
     seed = build_fork_seed(source.events, None)
-    kinds = [(e.type, e.seq) for e in seed[len(source.events):]]
-    assert kinds == [("session/end-seed", 5), ("tool/result", 6), ("step/end", 7),
-                     ("turn/end", 8)]
+    kinds = [(e.type, e.seq) for e in seed[len(source.events) :]]
+    assert kinds == [("session/end-seed", 5), ("tool/result", 6), ("step/end", 7), ("turn/end", 8)]
     assert seed[-1].data["reason"] == {"kind": "forked"}
     assert seed[6].data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
     assert seed[6].source_event_seqs == (4,)
@@ -55,7 +57,7 @@ def test_fork_boundary_must_be_an_event() -> None:
     simple_turn(source)
     for bad in (-1, 7, 99, True):
         with pytest.raises(EventValidationError) as caught:
-            build_fork_seed(source.events, bad)  # type: ignore[arg-type]
+            build_fork_seed(source.events, bad)
         assert caught.value.rule == "fork-boundary"
         assert "is not the seq of an event" in str(caught.value)
 
@@ -72,21 +74,31 @@ def test_fork_of_empty_log() -> None:
 def test_fork_of_a_fork_uses_the_last_marker() -> None:
     source = new_session()
     simple_turn(source)
-    first = Session.create("c1", seed=build_fork_seed(source.events, None),
-                           header=seeded_header("c1"), inherited_event_count=7,
-                           clock=ticking_clock())
+    first = Session.create(
+        "c1",
+        seed=build_fork_seed(source.events, None),
+        header=seeded_header("c1"),
+        inherited_event_count=7,
+        clock=ticking_clock(),
+    )
     simple_turn(first, 2)
     seed = build_fork_seed(first.events, None)
-    child = Session.create("c2", seed=seed, header=seeded_header("c2"),
-                           inherited_event_count=len(first.events))
+    child = Session.create(
+        "c2", seed=seed, header=seeded_header("c2"), inherited_event_count=len(first.events)
+    )
     assert child.inherited_event_count == len(first.events)
 
 
 def test_create_adds_the_marker_for_a_bare_inherited_prefix() -> None:
     source = new_session()
     simple_turn(source)
-    child = Session.create("child", seed=source.events, header=seeded_header(),
-                           inherited_event_count=7, clock=ticking_clock())
+    child = Session.create(
+        "child",
+        seed=source.events,
+        header=seeded_header(),
+        inherited_event_count=7,
+        clock=ticking_clock(),
+    )
     assert child.events[7].type == "session/end-seed"
     assert child.events[7].data == {"inherited": True}
     assert child.inherited_event_count == 7 and child.first_live_seq == 7
@@ -94,15 +106,18 @@ def test_create_adds_the_marker_for_a_bare_inherited_prefix() -> None:
 
 @pytest.mark.parametrize(
     ("count", "rule", "text"),
-    [(3, "inherited-count", "exactly the inherited prefix"), (-1, "inherited-count",
-                                                               "non-negative integer")],
+    [
+        (3, "inherited-count", "exactly the inherited prefix"),
+        (-1, "inherited-count", "non-negative integer"),
+    ],
 )
 def test_create_refuses_inconsistent_inherited_count(count: int, rule: str, text: str) -> None:
     source = new_session()
     simple_turn(source)
     with pytest.raises(EventValidationError) as caught:
-        Session.create("child", seed=source.events, header=seeded_header(),
-                       inherited_event_count=count)
+        Session.create(
+            "child", seed=source.events, header=seeded_header(), inherited_event_count=count
+        )
     assert caught.value.rule == rule and text in str(caught.value)
 
 
@@ -157,7 +172,11 @@ def test_resume_appends_end_seed_unless_the_log_ends_in_one() -> None:
     header = SessionHeader(id="s1", created_at=0)
     resumed = Session.from_restore(header, source.events, resume=True, clock=lambda: 99)
     assert orjson.loads(resumed.events[-1].line) == {
-        "type": "session/end-seed", "seq": 7, "time": 99, "data": {}}
+        "type": "session/end-seed",
+        "seq": 7,
+        "time": 99,
+        "data": {},
+    }
     assert resumed.first_live_seq == 7
     twice = Session.from_restore(header, resumed.events, resume=True, clock=lambda: 100)
     assert twice.seq == 8
@@ -185,6 +204,5 @@ def test_every_fork_seed_is_a_valid_log(actions: list[str], data: st.DataObject)
     assert child.inherited_event_count == cut
     assert child.is_balanced
     assert all(isinstance(e, SessionEvent) for e in seed)
-    created = Session.create("child", seed=seed, header=seeded_header(),
-                             inherited_event_count=cut)
+    created = Session.create("child", seed=seed, header=seeded_header(), inherited_event_count=cut)
     assert created.events == child.events

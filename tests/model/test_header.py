@@ -42,11 +42,24 @@ def test_to_json_key_order_and_omitted_optionals() -> None:
         agent_preset="standard",
     )
     assert list(header.to_json()) == [
-        "type", "version", "id", "createdAt", "cwd", "parentSession", "isSeeded", "origin",
-        "delegationDepth", "agentPreset",
+        "type",
+        "version",
+        "id",
+        "createdAt",
+        "cwd",
+        "parentSession",
+        "isSeeded",
+        "origin",
+        "delegationDepth",
+        "agentPreset",
     ]
     assert list(SessionHeader(id="s1", created_at=5).to_json()) == [
-        "type", "version", "id", "createdAt", "isSeeded", "delegationDepth",
+        "type",
+        "version",
+        "id",
+        "createdAt",
+        "isSeeded",
+        "delegationDepth",
     ]
 
 
@@ -113,10 +126,16 @@ def test_absolute_cwd_forms(cwd: str) -> None:
         (wire(extra=1), "header-unknown-key", "'extra' is not part of format 4"),
         (wire(sandboxMode="x"), "header-retired-key", "retired"),
         (wire(seedLength=3), "header-retired-key", "retired"),
-        ({k: v for k, v in wire().items() if k != "delegationDepth"}, "header-missing-key",
-         "'delegationDepth' is required"),
-        ({k: v for k, v in wire().items() if k != "isSeeded"}, "header-missing-key",
-         "'isSeeded' is required"),
+        (
+            {k: v for k, v in wire().items() if k != "delegationDepth"},
+            "header-missing-key",
+            "'delegationDepth' is required",
+        ),
+        (
+            {k: v for k, v in wire().items() if k != "isSeeded"},
+            "header-missing-key",
+            "'isSeeded' is required",
+        ),
         (wire(type="event"), "header-type", 'must be "session"'),
         (wire(version=3), "header-version", "must be 4"),
         (wire(version=4.0), "header-version", "must be 4"),

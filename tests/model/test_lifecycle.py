@@ -44,28 +44,53 @@ def test_turn_numbering() -> None:
 
 def test_turn_end_rules() -> None:
     session = new_session()
-    expect("outside-turn", "no turn is open", session, "turn/end",
-           {"turn": 1, "reason": {"kind": "completed"}})
+    expect(
+        "outside-turn",
+        "no turn is open",
+        session,
+        "turn/end",
+        {"turn": 1, "reason": {"kind": "completed"}},
+    )
     open_step(session)
-    expect("turn-mismatch", "names turn 2, but the open turn is 1", session, "turn/end",
-           {"turn": 2, "reason": {"kind": "completed"}})
-    expect("turn-end-step-open", "step 1 is still open", session, "turn/end",
-           {"turn": 1, "reason": {"kind": "completed"}})
+    expect(
+        "turn-mismatch",
+        "names turn 2, but the open turn is 1",
+        session,
+        "turn/end",
+        {"turn": 2, "reason": {"kind": "completed"}},
+    )
+    expect(
+        "turn-end-step-open",
+        "step 1 is still open",
+        session,
+        "turn/end",
+        {"turn": 1, "reason": {"kind": "completed"}},
+    )
 
 
 def test_step_rules() -> None:
     session = new_session()
     expect("outside-turn", "no turn is open", session, "step/start", {"turn": 1, "step": 1})
     session.append("turn/start", {"turn": 1})
-    expect("step-number", "expected step 1 of turn 1, got step 2", session, "step/start",
-           {"turn": 1, "step": 2})
-    expect("outside-step", "no step of turn 1 is open", session, "step/end",
-           {"turn": 1, "step": 1})
+    expect(
+        "step-number",
+        "expected step 1 of turn 1, got step 2",
+        session,
+        "step/start",
+        {"turn": 1, "step": 2},
+    )
+    expect("outside-step", "no step of turn 1 is open", session, "step/end", {"turn": 1, "step": 1})
     session.append("step/start", {"turn": 1, "step": 1})
-    expect("step-already-open", "step 1 is still open", session, "step/start",
-           {"turn": 1, "step": 2})
-    expect("step-mismatch", "names step 2, but the open step is 1", session, "step/end",
-           {"turn": 1, "step": 2})
+    expect(
+        "step-already-open", "step 1 is still open", session, "step/start", {"turn": 1, "step": 2}
+    )
+    expect(
+        "step-mismatch",
+        "names step 2, but the open step is 1",
+        session,
+        "step/end",
+        {"turn": 1, "step": 2},
+    )
     session.append("step/end", {"turn": 1, "step": 1})
     session.append("step/start", {"turn": 1, "step": 2})
     session.append("step/end", {"turn": 1, "step": 2})
@@ -76,35 +101,70 @@ def test_step_rules() -> None:
 
 def test_step_scoped_events_must_match_open_step() -> None:
     session = new_session()
-    expect("outside-turn", "no turn is open", session, "assistant/message", assistant(1, 1),
-           surface_op="append")
+    expect(
+        "outside-turn",
+        "no turn is open",
+        session,
+        "assistant/message",
+        assistant(1, 1),
+        surface_op="append",
+    )
     session.append("turn/start", {"turn": 1})
-    expect("outside-step", "no step of turn 1 is open", session, "tool/call",
-           tool_call(1, 1, "c"))
+    expect("outside-step", "no step of turn 1 is open", session, "tool/call", tool_call(1, 1, "c"))
     session.append("step/start", {"turn": 1, "step": 1})
-    expect("step-mismatch", "names step 3", session, "assistant/attempt",
-           {"turn": 1, "step": 3, "stream": []})
-    expect("turn-mismatch", "names turn 4", session, "assistant/message", assistant(4, 1),
-           surface_op="append")
+    expect(
+        "step-mismatch",
+        "names step 3",
+        session,
+        "assistant/attempt",
+        {"turn": 1, "step": 3, "stream": []},
+    )
+    expect(
+        "turn-mismatch",
+        "names turn 4",
+        session,
+        "assistant/message",
+        assistant(4, 1),
+        surface_op="append",
+    )
 
 
 def test_user_message_needs_a_turn() -> None:
     session = new_session()
-    expect("outside-turn", "inside an open turn", session, "user/message", user(),
-           surface_op="append")
+    expect(
+        "outside-turn", "inside an open turn", session, "user/message", user(), surface_op="append"
+    )
 
 
 def test_tool_pairing() -> None:
     session = new_session()
     tool_turn_open(session, ("c1", "c2"), logged=1)
-    expect("tool-call-duplicate", "'c1' was already logged", session, "tool/call",
-           tool_call(1, 1, "c1"))
-    expect("tool-result-unpaired", "no tool call 'zz' was requested in step 1 of turn 1",
-           session, "tool/result", tool_result(1, 1, "zz"), surface_op="append")
-    session.append("tool/result", tool_result(1, 1, "c1"), surface_op="append",
-                   source_event_seqs=[4])
-    expect("tool-result-duplicate", "'c1' already has a result", session, "tool/result",
-           tool_result(1, 1, "c1"), surface_op="append")
+    expect(
+        "tool-call-duplicate",
+        "'c1' was already logged",
+        session,
+        "tool/call",
+        tool_call(1, 1, "c1"),
+    )
+    expect(
+        "tool-result-unpaired",
+        "no tool call 'zz' was requested in step 1 of turn 1",
+        session,
+        "tool/result",
+        tool_result(1, 1, "zz"),
+        surface_op="append",
+    )
+    session.append(
+        "tool/result", tool_result(1, 1, "c1"), surface_op="append", source_event_seqs=[4]
+    )
+    expect(
+        "tool-result-duplicate",
+        "'c1' already has a result",
+        session,
+        "tool/result",
+        tool_result(1, 1, "c1"),
+        surface_op="append",
+    )
     # c2 was requested by the assistant message but never logged as a tool/call.
     session.append("tool/result", tool_result(1, 1, "c2"), surface_op="append")
 
@@ -121,8 +181,14 @@ def test_pairing_is_scoped_to_the_step() -> None:
     tool_turn_open(session, ("c1",), logged=1)
     session.append("step/end", {"turn": 1, "step": 1})
     session.append("step/start", {"turn": 1, "step": 2})
-    expect("tool-result-unpaired", "step 2 of turn 1", session, "tool/result",
-           tool_result(1, 2, "c1"), surface_op="append")
+    expect(
+        "tool-result-unpaired",
+        "step 2 of turn 1",
+        session,
+        "tool/result",
+        tool_result(1, 2, "c1"),
+        surface_op="append",
+    )
 
 
 def test_plugin_and_log_only_events_stand_between_turns() -> None:

@@ -35,12 +35,16 @@ def test_projection_rules() -> None:
     session.append("request/header", request_header())
     session.append("assistant/message", assistant(1, 1, None, ("c1",)), surface_op="append")
     session.append("tool/call", tool_call(1, 1, "c1"))
-    session.append("tool/result", tool_result(1, 1, "c1", "output"), surface_op="append",
-                   source_event_seqs=[6])
+    session.append(
+        "tool/result", tool_result(1, 1, "c1", "output"), surface_op="append", source_event_seqs=[6]
+    )
     session.append("assistant/attempt", {"turn": 1, "step": 1, "stream": []})
     session.append("step/end", {"turn": 1, "step": 1})
     assert [(m["role"], m.get("toolCallId")) for m in session.derive_messages()] == [
-        ("system", None), ("user", None), ("assistant", None), ("tool", "c1"),
+        ("system", None),
+        ("user", None),
+        ("assistant", None),
+        ("tool", "c1"),
     ]
     assert session.derive_messages()[1] == user("question")
     assert session.derive_messages()[3]["content"] == [{"type": "text", "text": "output"}]
@@ -76,8 +80,9 @@ def test_cache_grows_then_rebuilds_after_replace() -> None:
     assert texts(session.derive_messages()) == [("user", "a")]
     session.append("user/message", user("b", "b"), surface_op="append")  # 3
     assert texts(session.derive_messages()) == [("user", "a"), ("user", "b")]
-    session.append("user/message", user("ab", "ab"), surface_op=SurfaceReplace(2, 3),
-                   source_event_seqs=[2, 3])
+    session.append(
+        "user/message", user("ab", "ab"), surface_op=SurfaceReplace(2, 3), source_event_seqs=[2, 3]
+    )
     assert texts(session.derive_messages()) == [("user", "ab")]
 
 

@@ -13,13 +13,18 @@ def test_latest_snapshot_wins_live_and_pure() -> None:
     assert fold_request_header([]) is None and fold_request_context([]) is None
     open_step(session)
     session.append("request/header", request_header())
-    session.append("request/context", {"provider": PROVIDER, "model": MODEL,
-                                       "contextWindow": 128000})
+    session.append(
+        "request/context", {"provider": PROVIDER, "model": MODEL, "contextWindow": 128000}
+    )
     tools = [{"name": "bash", "description": "", "parameters": {}}]
-    session.append("request/header", request_header("change", tools=tools,
-                                                    adapterDefaults={"maxTokens": True}))
-    expected = {"config": {"provider": PROVIDER, "model": MODEL}, "adapterDefaults":
-                {"maxTokens": True}, "tools": tools}
+    session.append(
+        "request/header", request_header("change", tools=tools, adapterDefaults={"maxTokens": True})
+    )
+    expected = {
+        "config": {"provider": PROVIDER, "model": MODEL},
+        "adapterDefaults": {"maxTokens": True},
+        "tools": tools,
+    }
     assert session.request_header() == expected
     assert fold_request_header(session.events) == expected
     assert list(session.request_header() or {}) == ["config", "tools", "adapterDefaults"]

@@ -37,9 +37,12 @@ def test_appends_grow_the_surface(live: Session) -> None:
 
 
 def test_replace_shadows_the_span(live: Session) -> None:
-    event = live.append("user/message", user("summary", "sum"),
-                        surface_op={"op": "replace", "startSeq": 4, "endSeq": 5},
-                        source_event_seqs=[4, 5, 1])
+    event = live.append(
+        "user/message",
+        user("summary", "sum"),
+        surface_op={"op": "replace", "startSeq": 4, "endSeq": 5},
+        source_event_seqs=[4, 5, 1],
+    )
     assert event.surface_op == SurfaceReplace(4, 5)
     assert live.surface.nodes == (2, 3, 7, 6)
     assert live.surface.replace_generation == 1
@@ -50,22 +53,47 @@ def test_replace_shadows_the_span(live: Session) -> None:
     ]
     assert fold.replace_generation == 1
     # A replacement node can itself be replaced; a single-node replace uses equal endpoints.
-    live.append("user/message", user("again", "again"), surface_op=SurfaceReplace(7, 7),
-                source_event_seqs=[7])
+    live.append(
+        "user/message",
+        user("again", "again"),
+        surface_op=SurfaceReplace(7, 7),
+        source_event_seqs=[7],
+    )
     assert live.surface.nodes == (2, 3, 8, 6)
 
 
 def test_replace_endpoint_must_be_on_surface(live: Session) -> None:
-    expect(live, "replace-endpoint-not-on-surface", "endpoint 1 is not a current surface node",
-           "user/message", user(), surface_op=SurfaceReplace(1, 4), source_event_seqs=[1, 4])
+    expect(
+        live,
+        "replace-endpoint-not-on-surface",
+        "endpoint 1 is not a current surface node",
+        "user/message",
+        user(),
+        surface_op=SurfaceReplace(1, 4),
+        source_event_seqs=[1, 4],
+    )
     live.append("user/message", user(), surface_op=SurfaceReplace(4, 4), source_event_seqs=[4])
-    expect(live, "replace-endpoint-not-on-surface", "endpoint 4", "user/message", user(),
-           surface_op=SurfaceReplace(4, 5), source_event_seqs=[4, 5])
+    expect(
+        live,
+        "replace-endpoint-not-on-surface",
+        "endpoint 4",
+        "user/message",
+        user(),
+        surface_op=SurfaceReplace(4, 5),
+        source_event_seqs=[4, 5],
+    )
 
 
 def test_replace_order_is_surface_order(live: Session) -> None:
-    expect(live, "replace-order", "start 5 comes after end 3", "user/message", user(),
-           surface_op=SurfaceReplace(5, 3), source_event_seqs=[3, 4, 5])
+    expect(
+        live,
+        "replace-order",
+        "start 5 comes after end 3",
+        "user/message",
+        user(),
+        surface_op=SurfaceReplace(5, 3),
+        source_event_seqs=[3, 4, 5],
+    )
     # After a replace, numeric and surface order differ: node 7 sits before node 6.
     live.append("user/message", user(), surface_op=SurfaceReplace(4, 5), source_event_seqs=[4, 5])
     live.append("user/message", user(), surface_op=SurfaceReplace(7, 6), source_event_seqs=[6, 7])
@@ -73,17 +101,41 @@ def test_replace_order_is_surface_order(live: Session) -> None:
 
 
 def test_replace_must_cite_every_shadowed_node(live: Session) -> None:
-    expect(live, "replace-coverage", "missing [4]", "user/message", user(),
-           surface_op=SurfaceReplace(3, 5), source_event_seqs=[3, 5])
-    expect(live, "replace-coverage", "missing [3, 4]", "user/message", user(),
-           surface_op=SurfaceReplace(3, 4))
+    expect(
+        live,
+        "replace-coverage",
+        "missing [4]",
+        "user/message",
+        user(),
+        surface_op=SurfaceReplace(3, 5),
+        source_event_seqs=[3, 5],
+    )
+    expect(
+        live,
+        "replace-coverage",
+        "missing [3, 4]",
+        "user/message",
+        user(),
+        surface_op=SurfaceReplace(3, 4),
+    )
 
 
 def test_system_head_only_replaced_by_system(live: Session) -> None:
-    expect(live, "replace-system-head", "may only be replaced by a system/message",
-           "user/message", user(), surface_op=SurfaceReplace(2, 3), source_event_seqs=[2, 3])
-    live.append("system/message", system(1, 1, "new prompt", "sys2"),
-                surface_op=SurfaceReplace(2, 2), source_event_seqs=[2])
+    expect(
+        live,
+        "replace-system-head",
+        "may only be replaced by a system/message",
+        "user/message",
+        user(),
+        surface_op=SurfaceReplace(2, 3),
+        source_event_seqs=[2, 3],
+    )
+    live.append(
+        "system/message",
+        system(1, 1, "new prompt", "sys2"),
+        surface_op=SurfaceReplace(2, 2),
+        source_event_seqs=[2],
+    )
     assert live.surface.nodes[0] == 7
 
 
@@ -95,8 +147,14 @@ def test_later_system_nodes_are_ordinary_history(live: Session) -> None:
 
 def test_assistant_cannot_replace(live: Session) -> None:
     # It may not cite sources, so it can never cover what it would shadow.
-    expect(live, "replace-coverage", "missing", "assistant/message", assistant(1, 1),
-           surface_op=SurfaceReplace(6, 6))
+    expect(
+        live,
+        "replace-coverage",
+        "missing",
+        "assistant/message",
+        assistant(1, 1),
+        surface_op=SurfaceReplace(6, 6),
+    )
 
 
 def test_fold_surface_validates() -> None:
@@ -129,8 +187,12 @@ def surface_script(draw: st.DrawFn) -> Session:
         sources = sorted(set(shadowed) | set(extra))
         kind = "system/message" if first == 0 and head_is_system else "user/message"
         data = user("r", "r") if kind == "user/message" else system(1, 1, "r", "r")
-        session.append(kind, data, surface_op=SurfaceReplace(nodes[first], nodes[last]),
-                       source_event_seqs=sources)
+        session.append(
+            kind,
+            data,
+            surface_op=SurfaceReplace(nodes[first], nodes[last]),
+            source_event_seqs=sources,
+        )
     return session
 
 

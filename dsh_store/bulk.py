@@ -1,0 +1,192 @@
+"""Multi-file migration and repair behind ``dsh-store migrate`` and ``repair``.
+
+Each function walks its PATH arguments like :mod:`dsh_store.verify` does, handles every
+file independently (one refusal never stops the others) and returns one plain result per
+file. A *store file* is a generation file in a session directory (``session.jsonl`` or
+``session.vN.jsonl``); any other ``.jsonl`` is a *loose file*.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .errors import DshStoreError
+from .jsonl import layout
+from .migrate import MigrationResult
+from .verify import Progress, collect_log_files, map_files
+
+__all__ = [
+    "MigrationOptionsError",
+    "MigrationRequest", "is_store_file", "migrate_paths", "repair_json", "repair_paths",
+]
+
+
+class MigrationOptionsError(ValueError):
+    """The migration options do not fit the files given (a usage error, nothing written)."""
+
+
+def is_store_file(path: Path) -> bool:
+    """True for a generation file name (``session.jsonl``, ``session.vN.jsonl``)."""
+    return layout.generation_version(path.name) is not None
+
+
+class MigrationRequest:
+    """How to migrate one file: where it goes and whether anything may be written."""
+
+    __slots__ = ("dry_run", "in_place", "output", "source")
+
+    def __init__(self, source: Path, output: Path | None, in_place: bool, dry_run: bool) -> None:
+        self.source = source
+        self.output = output
+        self.in_place = in_place
+        self.dry_run = dry_run
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MigrationRequest, (self.source, self.output, self.in_place, self.dry_run))
+
+
+def migrate_paths(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    output: str | os.PathLike[str] | None = None,
+    in_place: bool = False,
+    dry_run: bool = False,
+    jobs: int = 1,
+    progress: Progress[MigrationResult] | None = None,
+) -> list[MigrationResult]:
+    """Migrate every log under ``paths`` to format 4; refusals are results, not errors.
+
+    Store files publish ``session.v4.jsonl`` beside the untouched source (``in_place`` is
+    for loose files only). A loose file needs ``output`` (exactly one source) or
+    ``in_place`` unless ``dry_run``. ``dry_run`` runs the chain in memory, writes nothing
+    and reports ``would-migrate``.
+
+    :raises MigrationOptionsError: conflicting options, or a loose file with nowhere to go.
+    :raises NoLogsError: a PATH holds no log.
+    """
+    if output is not None and in_place:
+        raise MigrationOptionsError("use either --output or --in-place, not both")
+    files = collect_log_files(paths)
+    if output is not None and len(files) != 1:
+        raise MigrationOptionsError(f"--output takes exactly one source file; {len(files)} logs were given")
+    requests: list[MigrationRequest] = []
+    for file in files:
+        loose = output is not None or not is_store_file(file)
+        if loose and output is None and not in_place and not dry_run:
+            raise MigrationOptionsError(f"{file} is a loose file: pass --output OUT or --in-place")
+        requests.append(
+            MigrationRequest(
+                file,
+                None if output is None else Path(output),
+                in_place and loose,
+                dry_run,
+            )
+        )
+    return map_files(migrate_one, requests, jobs=jobs, progress=progress)
+
+
+def migrate_one(request: MigrationRequest) -> MigrationResult:
+    """Migrate one file as requested; a refusal becomes a ``refused`` result."""
+    from .migrate import migrate_file
+
+    source = request.source
+    loose_dry_run = (
+        request.dry_run
+        and request.output is None
+        and not request.in_place
+        and not is_store_file(source)
+    )
+    try:
+        result = migrate_file(
+            source,
+            output=request.output,
+            # A loose dry run with no destination still runs the whole chain.
+            in_place=request.in_place or loose_dry_run,
+            dry_run=request.dry_run,
+        )
+    except (DshStoreError, OSError) as error:
+        return MigrationResult(
+            source, "refused", _header_version(source), reason=_one_line(error)
+        )
+    if loose_dry_run and result.status == "would-migrate":
+        result = replace(result, target=None)
+    return result
+
+
+def _header_version(path: Path) -> int | None:
+    from .jsonl.scan import LogScanner
+
+    try:
+        info = LogScanner(path).read_header()
+    except (DshStoreError, OSError):
+        return None
+    return None if info is None else info.version
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, OSError) and not isinstance(error, DshStoreError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}cannot read: {error.strerror or error}"
+    return " ".join(str(error).split())
+
+
+def repair_paths(
+    paths: Sequence[str | os.PathLike[str]], *, dry_run: bool = False
+) -> list[dict[str, Any]]:
+    """Repair (or with ``dry_run`` plan the repair of) every log under ``paths``.
+
+    One dict per file, the ``dsh-store repair --json`` shape: ``path``, ``status``
+    (``repaired``, ``would-repair``, ``clean`` or ``refused``), ``classification``,
+    ``truncateAt``, ``tornBytes``, ``sidecar``, ``closers`` and ``reason``.
+    """
+    from .store import repair_file
+
+    results: list[dict[str, Any]] = []
+    for file in collect_log_files(paths):
+        try:
+            plan = repair_file(file, dry_run=dry_run)
+        except (DshStoreError, OSError) as error:
+            results.append(repair_json(file, "refused", reason=_one_line(error)))
+            continue
+        needed = plan.truncate_at is not None or bool(plan.closers)
+        status = "clean" if not needed else ("repaired" if plan.applied else "would-repair")
+        results.append(
+            repair_json(
+                file,
+                status,
+                classification=plan.classification,
+                truncate_at=plan.truncate_at,
+                torn_bytes=plan.torn_bytes,
+                sidecar=plan.sidecar,
+                closers=list(plan.closers),
+            )
+        )
+    return results
+
+
+def repair_json(
+    path: Path,
+    status: str,
+    *,
+    classification: str | None = None,
+    truncate_at: int | None = None,
+    torn_bytes: int = 0,
+    sidecar: Path | None = None,
+    closers: list[str] | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """One repair result in its stable JSON shape (docs/schemas/repair.schema.json)."""
+    return {
+        "path": str(path),
+        "status": status,
+        "classification": classification,
+        "truncateAt": truncate_at,
+        "tornBytes": torn_bytes,
+        "sidecar": None if sidecar is None else str(sidecar),
+        "closers": closers or [],
+        "reason": reason,
+    }

@@ -1,0 +1,366 @@
+"""Benchmark group ``store``: the durable write path and restore, as ratios to naive baselines.
+
+Every baseline is measured in the same run, on the same file system, from the event mix of
+``bench/limits.py``. Our side only uses the public API (``JsonlStore``, ``LiveSession``,
+``read_log``). Run it with ``python scripts/bench.py store [--quick]``; nothing here asserts
+a time. Rows:
+
+- durable throughput at saturation (append as fast as possible, one final flush) against
+  limits.py's group-commit writer thread (``_window_run`` with no linger);
+- append + flush per event against one fd with write + flush + fsync per event;
+- restore of a 50 MB v4 log with ``read_log`` against ``orjson.loads`` per line;
+- durable throughput against SQLite WAL ``synchronous=FULL`` with 512 rows per commit;
+- peak RSS of a fresh process restoring a 500 MB log (100 MB in quick mode).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_scan
+from benchlib import REPO, Report, load_limits
+
+from dsh_store.restore import read_log
+from dsh_store.store import JsonlStore
+
+Event = dict[str, Any]
+
+_HEADER = {
+    "type": "session",
+    "version": 4,
+    "id": "bench-store",
+    "createdAt": 1_760_000_000_000,
+    "isSeeded": False,
+    "delegationDepth": 0,
+}
+
+# A fresh interpreter runs the restore in a grandchild and reports that grandchild's
+# peak RSS through RUSAGE_CHILDREN, so nothing else this process spawned can leak in.
+_RSS_PARENT = """
+import resource, subprocess, sys
+subprocess.run([sys.executable, "-c", sys.argv[1], sys.argv[2]], check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+_IMPORT_ONLY = "import sys\nfrom dsh_store.restore import read_log"
+_RESTORE = _IMPORT_ONLY + "\nassert read_log(sys.argv[1]).events"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sizes and repeat counts of one run (quick or full)."""
+
+    runs: int
+    seconds: float  # duration of each time-bounded baseline run
+    restore_runs: int
+    rss_log_bytes: int
+
+
+QUICK = Settings(runs=3, seconds=0.3, restore_runs=3, rss_log_bytes=100_000_000)
+FULL = Settings(runs=5, seconds=1.0, restore_runs=5, rss_log_bytes=500_000_000)
+RESTORE_LOG_BYTES = 50_000_000
+SQLITE_BATCH = 512
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _settle() -> None:
+    """Push dirty pages out and let the device go idle between runs (as limits.py does)."""
+    os.sync()
+    gc.collect()
+    time.sleep(0.05)
+
+
+def _median_of(runs: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
+    samples = []
+    for _ in range(runs):
+        samples.append(measure())
+        _settle()
+    return statistics.median(samples), samples
+
+
+def _append_one(live: Any, event: Event) -> None:
+    live.append(
+        event["type"],
+        event["data"],
+        surface_op=event.get("surfaceOp"),
+        source_event_seqs=event.get("sourceEventSeqs"),
+    )
+
+
+def write_v4_log(path: Path, target_bytes: int, limits: ModuleType) -> tuple[int, int]:
+    """Write limits.py's ``write_log`` output behind a v4 header; return (events, bytes).
+
+    ``write_log`` emits events from seq 0 without a header line, so on its own the file is
+    not a session; with the header it is a valid v4 log (checked by the caller).
+    """
+    body = path.with_name(path.name + ".body")
+    count, _ = limits.write_log(str(body), target_bytes)
+    with open(path, "wb") as out, open(body, "rb") as source:
+        out.write(orjson.dumps(_HEADER) + b"\n")
+        while block := source.read(1 << 20):
+            out.write(block)
+        out.flush()
+        os.fsync(out.fileno())
+    body.unlink()
+    return count, path.stat().st_size
+
+
+# -- our side ------------------------------------------------------------------------------
+
+
+def store_saturation(events: Sequence[Event], root: Path, *, window_s: float = 0.0) -> float:
+    """Events/s of one producer appending ``events`` as fast as it can, then one flush.
+
+    The clock stops when ``flush`` returns, i.e. when every event is durable.
+    """
+    store = JsonlStore(root, window_s=window_s)
+    live = store.new(f"saturation-{time.monotonic_ns()}")
+    try:
+        start = time.perf_counter()
+        for event in events:
+            _append_one(live, event)
+        live.flush()
+        elapsed = time.perf_counter() - start
+    finally:
+        live.close()
+    return len(events) / elapsed
+
+
+def store_flush_each(events: Sequence[Event], root: Path, *, seconds: float) -> float:
+    """Events/s of append + flush per event (every event durable before the next).
+
+    Stops after ``seconds`` or at the end of ``events``, whichever comes first.
+    """
+    store = JsonlStore(root, window_s=0.0)
+    live = store.new(f"flush-each-{time.monotonic_ns()}")
+    count = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + seconds
+        now = start
+        for event in events:
+            _append_one(live, event)
+            live.flush()
+            count += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+    finally:
+        live.close()
+    return count / (now - start)
+
+
+def store_restore(path: Path) -> float:
+    """Seconds for ``read_log`` to restore ``path`` completely (GC as the library leaves it)."""
+    start = time.perf_counter()
+    inspection = read_log(path)
+    elapsed = time.perf_counter() - start
+    if not inspection.events:
+        raise RuntimeError(f"{path}: restored no events")
+    return elapsed
+
+
+# -- baselines (limits.py, or the same naive method re-implemented where it is not callable) --
+
+
+def baseline_group_commit(
+    limits: ModuleType, events: list[Event], path: Path, seconds: float
+) -> float:
+    """limits.py's "(c) group commit, max-speed producer" row: ``_window_run`` with no linger."""
+    result: dict[str, Any] = limits._window_run(str(path), events, 0, seconds, None)
+    path.unlink(missing_ok=True)
+    return float(result["rate"])
+
+
+def baseline_fsync_each(events: Sequence[Event], path: Path, seconds: float) -> float:
+    """limits.py's "(b)" row, re-implemented (it is inline there): one open file, and per
+    event ``orjson.dumps`` + ``write`` + ``flush`` + ``fsync``; events cycle for ``seconds``.
+    """
+    dumps = orjson.dumps
+    option = orjson.OPT_APPEND_NEWLINE
+    count = 0
+    with open(path, "ab") as out:
+        start = time.perf_counter()
+        deadline = start + seconds
+        now = start
+        while now < deadline:
+            event = events[count % len(events)]
+            out.write(dumps(event, option=option))
+            out.flush()
+            os.fsync(out.fileno())
+            count += 1
+            now = time.perf_counter()
+    path.unlink()
+    return count / (now - start)
+
+
+def baseline_sqlite_wal_full(
+    limits: ModuleType, events: Sequence[Event], path: Path, seconds: float
+) -> float:
+    """limits.py's "(d) SQLite WAL FULL, commit per 512" row, re-implemented around its
+    ``_sqlite_open``: the event JSON as a BLOB plus seq/type/time columns, 512 per commit.
+    """
+    limits._sqlite_rm(str(path))
+    connection: sqlite3.Connection = limits._sqlite_open(str(path), "WAL", "FULL")
+    insert = "INSERT INTO events VALUES (?,?,?,?)"
+    dumps = orjson.dumps
+    count = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + seconds
+        now = start
+        while now < deadline:
+            connection.execute("BEGIN")
+            for _ in range(SQLITE_BATCH):
+                event = events[count % len(events)]
+                count += 1
+                connection.execute(insert, (count, event["type"], event["time"], dumps(event)))
+            connection.execute("COMMIT")
+            now = time.perf_counter()
+    finally:
+        connection.close()
+        limits._sqlite_rm(str(path))
+    return count / (now - start)
+
+
+def baseline_load_lines(path: Path) -> float:
+    """Seconds for limits.py's best full materialization: ``[orjson.loads(line) for line
+    in file]`` with the GC disabled (re-implemented; it is a closure there)."""
+    loads = orjson.loads
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        with open(path, "rb") as source:
+            values = [loads(line) for line in source]
+        elapsed = time.perf_counter() - start
+    finally:
+        gc.enable()
+    del values
+    return elapsed
+
+
+def timed(work: Callable[[], object]) -> float:
+    """Wall seconds of one call."""
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def peak_rss_kib(work: str, log: Path) -> int:
+    """Peak RSS (KiB, Linux ``ru_maxrss``) of a fresh interpreter running ``work`` on ``log``."""
+    result = subprocess.run(
+        [sys.executable, "-c", _RSS_PARENT, work, str(log)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(result.stdout.split()[-1])
+
+
+# -- the group -----------------------------------------------------------------------------
+
+
+def _rate(value: float) -> str:
+    return f"{value / 1e3:.1f}k ev/s"
+
+
+def _write_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings) -> None:
+    events: list[Event] = limits.make_mix(100)
+    gc.collect()
+    ours, _ = _median_of(cfg.runs, lambda: store_saturation(events, scratch / "sat"))
+    ours_window, _ = _median_of(
+        cfg.runs, lambda: store_saturation(events, scratch / "sat-window", window_s=0.05)
+    )
+    group, _ = _median_of(
+        cfg.runs, lambda: baseline_group_commit(limits, events, scratch / "gc.log", cfg.seconds)
+    )
+    report.value("mix", f"{len(events)} events, 100 turns")
+    report.value("durable throughput, window 0", _rate(ours))
+    report.value("durable throughput, window 50 ms", _rate(ours_window))
+    report.value("group commit baseline (limits.py)", _rate(group))
+    report.ratio("durable throughput ÷ group commit", ours, group, ">= 0.8x")
+
+    flush_each, _ = _median_of(
+        cfg.runs, lambda: store_flush_each(events, scratch / "each", seconds=cfg.seconds)
+    )
+    fsync_each, _ = _median_of(
+        cfg.runs, lambda: baseline_fsync_each(events, scratch / "each.log", cfg.seconds)
+    )
+    report.value("append + flush per event", _rate(flush_each))
+    report.value("fsync per event baseline", _rate(fsync_each))
+    report.ratio("append+flush per event ÷ fsync per event", flush_each, fsync_each, ">= 0.9x")
+
+    sqlite, _ = _median_of(
+        cfg.runs,
+        lambda: baseline_sqlite_wal_full(limits, events, scratch / "events.db", cfg.seconds),
+    )
+    report.value("SQLite WAL FULL, 512 per commit", _rate(sqlite))
+    report.ratio("durable throughput ÷ SQLite WAL FULL 512", ours, sqlite, ">= 2x")
+
+
+def _restore_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings) -> None:
+    log = scratch / "restore" / "session.v4.jsonl"
+    log.parent.mkdir()
+    count, size = write_v4_log(log, RESTORE_LOG_BYTES, limits)
+    classification = read_log(log).classification  # the generated log must be a clean v4 log
+    if classification != "ok":
+        raise SystemExit(f"{log}: the generated restore log is {classification!r}, not 'ok'")
+    _settle()
+    ours, _ = _median_of(cfg.restore_runs, lambda: store_restore(log))
+    loads, _ = _median_of(cfg.restore_runs, lambda: baseline_load_lines(log))
+    scan, _ = _median_of(cfg.restore_runs, lambda: timed(lambda: bench_scan.scanner_loop(log)))
+    report.value("restore log", f"{count} events, {size / 1e6:.1f} MB")
+    report.value("read_log", f"{ours:.2f} s ({size / ours / 1e6:.0f} MB/s)")
+    report.value(
+        "orjson.loads per line, kept, gc off", f"{loads:.2f} s ({size / loads / 1e6:.0f} MB/s)"
+    )
+    report.value("LogScanner.rows() alone", f"{scan:.2f} s ({size / scan / 1e6:.0f} MB/s)")
+    report.ratio("restore (read_log) ÷ orjson line loop", 1 / ours, 1 / loads, ">= 0.7x")
+    log.unlink()
+
+    big = scratch / "rss" / "session.v4.jsonl"
+    big.parent.mkdir()
+    _, big_size = write_v4_log(big, cfg.rss_log_bytes, limits)
+    _settle()
+    base = peak_rss_kib(_IMPORT_ONLY, big)
+    restored = peak_rss_kib(_RESTORE, big)
+    report.value("RSS log", f"{big_size / 1e6:.0f} MB")
+    report.value("peak RSS, import only", f"{base / 1024:.0f} MiB")
+    report.value("peak RSS, read_log", f"{restored / 1024:.0f} MiB")
+    report.value("peak RSS ÷ file size", f"{restored * 1024 / big_size:.2f}")
+    report.value("(peak RSS − import) ÷ file size", f"{(restored - base) * 1024 / big_size:.2f}")
+
+
+def run(quick: bool) -> None:
+    """Measure and print the store table (no timing is asserted anywhere)."""
+    cfg = QUICK if quick else FULL
+    limits = load_limits()
+    report = Report(f"store ({'quick' if quick else 'full'}, medians of {cfg.runs})")
+    with tempfile.TemporaryDirectory(prefix="bench-store-", dir=REPO) as name:
+        scratch = Path(name)
+        _write_rows(report, limits, scratch, cfg)
+        _restore_rows(report, limits, scratch, cfg)
+    report.print()
+
+
+if __name__ == "__main__":
+    run(quick="--quick" in sys.argv[1:])
