@@ -21,7 +21,11 @@ from .verify import Progress, collect_log_files, map_files
 
 __all__ = [
     "MigrationOptionsError",
-    "MigrationRequest", "is_store_file", "migrate_paths", "repair_json", "repair_paths",
+    "MigrationRequest",
+    "is_store_file",
+    "migrate_paths",
+    "repair_json",
+    "repair_paths",
 ]
 
 
@@ -61,7 +65,7 @@ def migrate_paths(
     """Migrate every log under ``paths`` to format 4; refusals are results, not errors.
 
     Store files publish ``session.v4.jsonl`` beside the untouched source (``in_place`` is
-    for loose files only). A loose file needs ``output`` (exactly one source) or
+    for loose files only). An older loose file needs ``output`` (exactly one source) or
     ``in_place`` unless ``dry_run``. ``dry_run`` runs the chain in memory, writes nothing
     and reports ``would-migrate``.
 
@@ -72,11 +76,13 @@ def migrate_paths(
         raise MigrationOptionsError("use either --output or --in-place, not both")
     files = collect_log_files(paths)
     if output is not None and len(files) != 1:
-        raise MigrationOptionsError(f"--output takes exactly one source file; {len(files)} logs were given")
+        raise MigrationOptionsError(
+            f"--output takes exactly one source file; {len(files)} logs were given"
+        )
     requests: list[MigrationRequest] = []
     for file in files:
         loose = output is not None or not is_store_file(file)
-        if loose and output is None and not in_place and not dry_run:
+        if loose and output is None and not in_place and not dry_run and _needs_upgrade(file):
             raise MigrationOptionsError(f"{file} is a loose file: pass --output OUT or --in-place")
         requests.append(
             MigrationRequest(
@@ -87,6 +93,12 @@ def migrate_paths(
             )
         )
     return map_files(migrate_one, requests, jobs=jobs, progress=progress)
+
+
+def _needs_upgrade(file: Path) -> bool:
+    from .migrate import classify_header
+
+    return classify_header(file) == "migration-required"
 
 
 def migrate_one(request: MigrationRequest) -> MigrationResult:
@@ -109,9 +121,7 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
             dry_run=request.dry_run,
         )
     except (DshStoreError, OSError) as error:
-        return MigrationResult(
-            source, "refused", _header_version(source), reason=_one_line(error)
-        )
+        return MigrationResult(source, "refused", _header_version(source), reason=_one_line(error))
     if loose_dry_run and result.status == "would-migrate":
         result = replace(result, target=None)
     return result

@@ -40,8 +40,18 @@ EXIT_INTERRUPTED = 130
 
 _PROGRESS_MIN_FILES = 5
 
+
+def _existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Require every PATH to exist as a name (a broken symlink is reported, not rejected)."""
+    values = value if isinstance(value, tuple) else (value,)
+    for path in values:
+        if path is not None and not os.path.lexists(path):
+            raise click.BadParameter(f"{path} does not exist", context, param)
+    return value
+
+
 _PATHS = click.argument(
-    "paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path)
+    "paths", nargs=-1, required=True, type=click.Path(path_type=Path), callback=_existing
 )
 _JOBS = click.option(
     "--jobs",
@@ -462,7 +472,7 @@ def _repair_text(result: dict[str, Any]) -> str:
 
 
 @main.command()
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path), callback=_existing)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="List every event (seq, type, bytes).")
 @click.option("--messages", "show_messages", is_flag=True, help="Show the derived messages.")
@@ -568,7 +578,7 @@ def list_sessions(root: Path | None, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path), callback=_existing)
 @click.option(
     "--from-seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq."
 )

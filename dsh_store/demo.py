@@ -186,89 +186,129 @@ def record_session(root: Path, session_id: str, *, announce: Callable[[str], Non
 
 
 def run_demo(root: Path | None, *, echo: Callable[[str], None]) -> int:
-    """Run the whole demo in ``root`` (default: a new temp dir); return the exit code."""
-    from .migrate import migrate_file
+    """Run the whole demo in ``root`` (default: a new temp dir); return the exit code.
+
+    ``root`` must not already hold a demo (the session id is fixed); everything the demo
+    writes stays under it.
+    """
     from .store import JsonlStore
     from .verify import counts_as_failure, verify_paths
 
     base = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="dsh-store-demo-"))
     store_root = base / "sessions"
-    echo(f"dsh-store demo in {base}")
-    echo("")
-    echo("1. recording a two-turn agent session in a child process (batched writer, 20 ms window)")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "dsh_store.demo", str(store_root), SESSION_ID],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline().strip()
-    if line != READY:
-        child.kill()
-        echo(f"   the recorder failed before it was ready (exit {child.wait()})")
+    if store_root.exists():
+        raise DshStoreError(f"{store_root} already exists; pass a new or empty --root")
+    echo(f"dsh-store demo, working in {base}")
+    echo("1. record: a child process writes a two-turn agent session (batched writer)")
+    outcome = _record_and_kill(store_root)
+    if outcome is not None:
+        echo(f"   the recorder failed before the crash point: {outcome}")
         return 1
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    echo(f"2. killed the recorder with SIGKILL mid-turn (pid {child.pid}, exit {child.returncode})")
+    echo("2. crash: SIGKILL while the tool of turn 2 runs (its result was never logged)")
 
     store = JsonlStore(store_root)
     view = store.inspect(SESSION_ID)
-    echo(f"3. restored {len(view.events)} durable events; classification: {view.classification}")
-    echo("   closers computed in memory (nothing written yet):")
+    echo(
+        f"3. restore: {len(view.events)} durable events, {view.classification}; "
+        "a load appends the closers:"
+    )
     for event in view.closers:
-        code = ""
-        if event.type == "tool/result":
-            code = f" [{event.data.get('error', {}).get('code')}]"
-        reason = event.data.get("reason", {}).get("kind") if event.type == "turn/end" else None
-        echo(f"     seq {event.seq}: {event.type}{code}{f' reason={reason}' if reason else ''}")
+        echo(f"     seq {event.seq:<3} {_describe_closer(event)}")
     loaded = store.load(SESSION_ID)
-    echo(f"   load committed them: {len(loaded.events)} events, now {loaded.classification}")
     with store.open(SESSION_ID) as live:
         live.append("turn/start", {"turn": 3})
         live.append("turn/end", {"turn": 3, "reason": {"kind": "completed"}})
         live.flush()
         last = live.session.events[-1].seq
-    echo(f"   reopened for writing: end-seed marker + a new turn, seqs continue to {last}")
+    echo(
+        f"   after load: {loaded.classification}; reopened, end-seed + turn 3 written "
+        f"(seqs continue to {last})"
+    )
 
-    echo("4. migrating the bundled format 0-3 fixtures to format 4")
-    migrated_dir = base / "fixtures"
+    fixtures = base / "fixtures"
+    failing = _migrate_fixtures(fixtures, echo)
+    reports = verify_paths([store_root, fixtures] if fixtures.exists() else [store_root])
+    counts: dict[str, int] = {}
+    for report in reports:
+        counts[report.classification] = counts.get(report.classification, 0) + 1
+        if counts_as_failure(report):
+            failing += 1
+            echo(f"   FAIL {report.classification}: {report.path.relative_to(base)}")
+    summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
+    echo(f"5. verify: {len(reports)} file(s): {summary}")
+    echo("")
+    echo(f"{'FAILED' if failing else 'OK'}: {failing} problem(s). Files left in {base}")
+    return 1 if failing else 0
+
+
+def _record_and_kill(store_root: Path) -> str | None:
+    """Run the recording child until it is ready, then SIGKILL it; an error or None."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "dsh_store.demo", str(store_root), SESSION_ID],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    line = child.stdout.readline().strip()
+    if line != READY:
+        child.kill()
+        code = child.wait()
+        last = (child.stderr.read().strip().splitlines() or ["no output"])[-1]
+        return f"exit {code}: {last}"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    child.stderr.close()
+    return None
+
+
+def _describe_closer(event: Any) -> str:
+    if event.type == "tool/result":
+        return f"tool/result  {event.data.get('error', {}).get('code')}"
+    if event.type == "turn/end":
+        return f"turn/end     reason {event.data.get('reason', {}).get('kind')}"
+    return str(event.type)
+
+
+def _migrate_fixtures(target: Path, echo: Callable[[str], None]) -> int:
+    """Copy the bundled fixture sessions under ``target`` and migrate each; return refusals."""
+    from .migrate import migrate_file
+    from .verify import iter_log_files
+
     sources = _bundled_fixtures()
     if not sources:
-        echo("   (no bundled fixtures found next to this installation; skipped)")
+        echo("4. migrate: no bundled fixtures next to this installation; skipped")
+        return 0
+    echo(f"4. migrate: {len(sources)} bundled older-format session(s) to format 4")
+    refused = 0
     for source in sources:
-        # Each fixture is a session directory holding one older generation file.
-        copy = migrated_dir / source.parent.name / source.name
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, copy)
-        try:
-            result = migrate_file(copy)
-        except DshStoreError as error:
-            echo(f"   {source.parent.name}: refused: {error}")
-            continue
-        echo(
-            f"   {source.parent.name}/{source.name}: format {result.source_version} -> 4, "
-            f"{result.events} events, published beside the untouched source"
-        )
-
-    echo("5. verifying everything")
-    reports = verify_paths([store_root, migrated_dir] if sources else [store_root])
-    failing = 0
-    for report in reports:
-        bad = counts_as_failure(report)
-        failing += bad
-        echo(f"   {report.classification:<16} {report.path.relative_to(base)}")
-    echo("")
-    echo(f"{len(reports)} file(s) verified, {failing} failing. Store left in {base}")
-    return 1 if failing else 0
+        copy = target / source.name
+        shutil.copytree(source, copy)
+        for log in iter_log_files(copy):
+            try:
+                result = migrate_file(log)
+            except DshStoreError as error:
+                refused += 1
+                echo(f"   {source.name}: refused: {' '.join(str(error).split())}")
+                continue
+            echo(
+                f"   {source.name + ':':<24} format {result.source_version} -> 4, "
+                f"{result.events} events ({result.status})"
+            )
+    return refused
 
 
 def _bundled_fixtures() -> list[Path]:
     """Older-format session directories: ``fixtures/demo/*/`` in a checkout."""
-    here = Path(__file__).resolve().parent
-    candidate = here.parent / "fixtures" / "demo"
+    candidate = Path(__file__).resolve().parent.parent / "fixtures" / "demo"
     if not candidate.is_dir():
         return []
-    return sorted(candidate.glob("*/session*.jsonl"))
+    return sorted(
+        directory
+        for directory in candidate.iterdir()
+        if directory.is_dir() and any(directory.glob("session*.jsonl"))
+    )
 
 
 def _child(argv: list[str]) -> None:

@@ -71,6 +71,9 @@ MIGRATE_FAILPOINTS: Final = (
 """The crash points of the publish protocol (see :mod:`dsh_store.jsonl.failpoints`)."""
 
 _WRITE_CHUNK: Final = 1 << 20
+# The scanner parses one read chunk at a time: a smaller chunk than the default keeps the
+# migration's peak memory (parsed rows of one chunk) small next to the write buffer.
+_SCAN_CHUNK: Final = 1 << 18
 _COMPARE_CHUNK: Final = 1 << 20
 
 
@@ -293,7 +296,7 @@ def verify_published(path: str | os.PathLike[str]) -> int:
         with rule ``re-verification`` naming what failed.
     """
     log = Path(path)
-    scanner = LogScanner(log)
+    scanner = LogScanner(log, chunk_size=_SCAN_CHUNK)
     try:
         info = scanner.read_header()
         if info is None or info.version != SESSION_FORMAT_VERSION:
@@ -339,7 +342,7 @@ def _migrate_to_temp(
 
     Returns (temp, event count, source version, source revision before reading).
     """
-    scanner = LogScanner(source)
+    scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     if info is None:
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
@@ -351,7 +354,8 @@ def _migrate_to_temp(
         path=str(source),
         child_headers=child_headers,
     )
-    temp, count = _write_temp(target, header, events)
+    with _corruption_first(source):
+        temp, count = _write_temp(target, header, events)
     try:
         verified = verify_published(temp)
         if verified != count:
@@ -377,6 +381,20 @@ def _migrate_to_temp(
         _discard(temp)
         raise
     return temp, count, info.version, revision
+
+
+@contextlib.contextmanager
+def _corruption_first(source: Path) -> Iterator[None]:
+    """Report committed corruption before a refusal (DESIGN §6.3 precedence).
+
+    Rows flow lazily, so an edge may refuse an early event before the scanner reaches a
+    later committed defect; a refused log is therefore scanned to its end once more.
+    """
+    try:
+        yield
+    except MigrationRefusedError:
+        LogScanner(source, chunk_size=_SCAN_CHUNK).exhaust()  # raises CorruptLogError
+        raise
 
 
 def _discard(temp: Path) -> None:
@@ -514,7 +532,7 @@ def _dry_run(
     in_place: bool,
     child_headers: tuple[Mapping[str, Any], ...] | None,
 ) -> MigrationResult:
-    scanner = LogScanner(source)
+    scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     assert info is not None
     header, events = upgrade(
@@ -523,7 +541,8 @@ def _dry_run(
         path=str(source),
         child_headers=child_headers,
     )
-    count = _checked(header, events, str(source))
+    with _corruption_first(source):
+        count = _checked(header, events, str(source))
     target = source if in_place else (Path(output) if output is not None else _beside(source))
     return MigrationResult(source, "would-migrate", info.version, target=target, events=count)
 

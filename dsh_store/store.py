@@ -41,7 +41,7 @@ from .errors import (
 from .jsonl import layout
 from .jsonl.files import LogWriter, make_dirs, materialize
 from .jsonl.lock import SessionLock
-from .jsonl.repair import commit_truncation, sidecar_path
+from .jsonl.repair import SidecarConflictError, commit_truncation, sidecar_path
 from .jsonl.scan import LogScanner
 from .jsonl.writebehind import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -122,12 +122,17 @@ def commit_repair(inspection: Inspection) -> Inspection:
         return inspection
     if inspection.source_version != SESSION_FORMAT_VERSION:
         raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
-    if _finish_interrupted_closers(inspection):
-        return read_log(inspection.path)
     if inspection.torn is not None:
-        commit_truncation(
-            inspection.path, inspection.committed_size, expected_size=inspection.file_size
-        )
+        try:
+            commit_truncation(
+                inspection.path, inspection.committed_size, expected_size=inspection.file_size
+            )
+        except SidecarConflictError:
+            # An earlier repair saved this offset's torn bytes, then died while appending
+            # its closers: the new tail is our own half-written closer batch.
+            if not _finish_interrupted_closers(inspection):
+                raise
+            return read_log(inspection.path)
     if inspection.closers:
         first = inspection.closers[0].seq
         with LogWriter.open(
@@ -144,10 +149,10 @@ def commit_repair(inspection: Inspection) -> Inspection:
 def _finish_interrupted_closers(inspection: Inspection) -> bool:
     """Complete a closer batch that an earlier repair left half written; True if done.
 
-    The closers depend only on the committed prefix, so a torn tail that is a byte prefix
-    of them is this repair's own unfinished write. Writing the missing rest gives exactly
-    the bytes an uninterrupted repair writes, keeps nothing to save in a sidecar, and
-    avoids a second, different sidecar at an offset that already has one.
+    Used only when the sidecar for this offset already holds other bytes. The closers
+    depend only on the committed prefix, so a torn tail that is a byte prefix of them is
+    the earlier repair's unfinished write: appending the missing rest gives exactly the
+    bytes an uninterrupted repair writes, and nothing needs a second sidecar.
     """
     torn = inspection.torn
     if torn is None or not inspection.closers or torn.offset != inspection.committed_size:

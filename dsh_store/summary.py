@@ -33,10 +33,11 @@ def summarize(
     counts). Byte counts are of the v4 line of each event (an older log is upgraded in
     memory first). ``events`` adds ``eventList``; ``messages`` adds the derived messages.
     """
-    from .restore import examine, finding_json, read_log
+    from .restore import finding_json, read_log
+    from .verify import examine_file
 
     log = Path(path)
-    report = examine(log)
+    report = examine_file(log)
     summary: dict[str, Any] = {
         "path": str(log),
         "classification": report.classification,
@@ -115,7 +116,9 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """
     base = Path(root)
     if not base.exists():
-        raise FileNotFoundError(2, "store root does not exist", str(base))
+        raise FileNotFoundError(
+            2, "no such store root (pass ROOT or set DSH_STORE_ROOT)", str(base)
+        )
     if not base.is_dir():
         raise NotADirectoryError(20, "store root is not a directory", str(base))
     rows: list[dict[str, Any]] = []

@@ -26,10 +26,15 @@ from .jsonl import layout
 from .restore import FileReport, examine
 
 __all__ = [
+    "NoLogsError",
     "Progress",
+    "collect_log_files",
     "counts_as_failure",
+    "examine_file",
     "iter_log_files",
     "map_files",
+    "summary_counts",
+    "verify_json",
     "verify_path",
     "verify_paths",
 ]
@@ -126,7 +131,12 @@ def map_files(
 def examine_file(path: Path) -> FileReport:
     """:func:`dsh_store.restore.examine`, with an unexpected failure naming the file."""
     try:
-        return examine(path)
+        report = examine(path)
+        if report.classification == "refused":
+            # Corruption outranks a refusal (DESIGN §6.3), but the chain may refuse an
+            # early event before the scan reaches committed corruption further on.
+            report = _committed_corruption(path) or report
+        return report
     except DshStoreError:
         raise
     except Exception as error:  # a library defect: say which file triggered it
@@ -134,6 +144,24 @@ def examine_file(path: Path) -> FileReport:
             f"{path}: verification failed unexpectedly ({type(error).__name__}: {error}); "
             "this is a bug in dsh-store, please report it with the file"
         ) from error
+
+
+def _committed_corruption(path: Path) -> FileReport | None:
+    """A ``corrupt`` report when the physical scan of ``path`` finds committed corruption."""
+    from .errors import CorruptLogError
+    from .jsonl.rows import Finding
+    from .jsonl.scan import LogScanner
+
+    scanner = LogScanner(path)
+    try:
+        scanner.exhaust()
+    except CorruptLogError as error:
+        version = None if scanner.header is None else scanner.header.version
+        finding = Finding(error.rule, error.message, error.line, error.offset, error.seq)
+        return FileReport(path, "corrupt", version, None, (finding,))
+    except (DshStoreError, OSError):
+        return None
+    return None
 
 
 def verify_paths(

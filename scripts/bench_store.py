@@ -87,12 +87,26 @@ def _settle() -> None:
     time.sleep(0.05)
 
 
-def _median_of(runs: int, measure: Callable[[], float]) -> tuple[float, list[float]]:
+def _median_of(runs: int, measure: Callable[[], float]) -> float:
     samples = []
     for _ in range(runs):
         samples.append(measure())
         _settle()
-    return statistics.median(samples), samples
+    return statistics.median(samples)
+
+
+def _paired_medians(
+    runs: int, ours: Callable[[], float], baseline: Callable[[], float]
+) -> tuple[float, float]:
+    """Medians of both sides, run alternately so that load drift on a shared machine hits
+    both alike."""
+    our_samples, base_samples = [], []
+    for _ in range(runs):
+        our_samples.append(ours())
+        _settle()
+        base_samples.append(baseline())
+        _settle()
+    return statistics.median(our_samples), statistics.median(base_samples)
 
 
 def _append_one(live: Any, event: Event) -> None:
@@ -285,34 +299,30 @@ def _rate(value: float) -> str:
 
 def _write_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings) -> None:
     events: list[Event] = limits.make_mix(100)
-    gc.collect()
-    ours, _ = _median_of(cfg.runs, lambda: store_saturation(events, scratch / "sat"))
-    ours_window, _ = _median_of(
-        cfg.runs, lambda: store_saturation(events, scratch / "sat-window", window_s=0.05)
+    seconds = cfg.seconds
+    ours, group = _paired_medians(
+        cfg.runs,
+        lambda: store_saturation(events, scratch / "sat"),
+        lambda: baseline_group_commit(limits, events, scratch / "gc.log", seconds),
     )
-    group, _ = _median_of(
-        cfg.runs, lambda: baseline_group_commit(limits, events, scratch / "gc.log", cfg.seconds)
+    ours_window, sqlite = _paired_medians(
+        cfg.runs,
+        lambda: store_saturation(events, scratch / "sat-window", window_s=0.05),
+        lambda: baseline_sqlite_wal_full(limits, events, scratch / "events.db", seconds),
+    )
+    flush_each, fsync_each = _paired_medians(
+        cfg.runs,
+        lambda: store_flush_each(events, scratch / "each", seconds=seconds),
+        lambda: baseline_fsync_each(events, scratch / "each.log", seconds),
     )
     report.value("mix", f"{len(events)} events, 100 turns")
     report.value("durable throughput, window 0", _rate(ours))
     report.value("durable throughput, window 50 ms", _rate(ours_window))
     report.value("group commit baseline (limits.py)", _rate(group))
     report.ratio("durable throughput ÷ group commit", ours, group, ">= 0.8x")
-
-    flush_each, _ = _median_of(
-        cfg.runs, lambda: store_flush_each(events, scratch / "each", seconds=cfg.seconds)
-    )
-    fsync_each, _ = _median_of(
-        cfg.runs, lambda: baseline_fsync_each(events, scratch / "each.log", cfg.seconds)
-    )
     report.value("append + flush per event", _rate(flush_each))
     report.value("fsync per event baseline", _rate(fsync_each))
     report.ratio("append+flush per event ÷ fsync per event", flush_each, fsync_each, ">= 0.9x")
-
-    sqlite, _ = _median_of(
-        cfg.runs,
-        lambda: baseline_sqlite_wal_full(limits, events, scratch / "events.db", cfg.seconds),
-    )
     report.value("SQLite WAL FULL, 512 per commit", _rate(sqlite))
     report.ratio("durable throughput ÷ SQLite WAL FULL 512", ours, sqlite, ">= 2x")
 
@@ -325,9 +335,10 @@ def _restore_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settin
     if classification != "ok":
         raise SystemExit(f"{log}: the generated restore log is {classification!r}, not 'ok'")
     _settle()
-    ours, _ = _median_of(cfg.restore_runs, lambda: store_restore(log))
-    loads, _ = _median_of(cfg.restore_runs, lambda: baseline_load_lines(log))
-    scan, _ = _median_of(cfg.restore_runs, lambda: timed(lambda: bench_scan.scanner_loop(log)))
+    ours, loads = _paired_medians(
+        cfg.restore_runs, lambda: store_restore(log), lambda: baseline_load_lines(log)
+    )
+    scan = _median_of(cfg.restore_runs, lambda: timed(lambda: bench_scan.scanner_loop(log)))
     report.value("restore log", f"{count} events, {size / 1e6:.1f} MB")
     report.value("read_log", f"{ours:.2f} s ({size / ours / 1e6:.0f} MB/s)")
     report.value(

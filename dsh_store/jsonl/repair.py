@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ConcurrentModificationError, DshStoreError
+from ..errors import ConcurrentModificationError, DshStoreError, StorageError
 from .failpoints import failpoint
 
 __all__ = ["SidecarConflictError", "commit_truncation", "sidecar_path"]
@@ -69,6 +69,15 @@ def commit_truncation(
     log = Path(path)
     if offset < 0:
         raise ValueError(f"offset must be non-negative, got {offset}")
+    try:
+        return _commit_truncation(log, offset, expected_size)
+    except OSError as error:
+        if isinstance(error, DshStoreError):
+            raise
+        raise StorageError(f"cutting the torn tail at byte {offset}", str(log), error) from error
+
+
+def _commit_truncation(log: Path, offset: int, expected_size: int | None) -> Path | None:
     fd = os.open(log, os.O_RDWR | os.O_CLOEXEC)
     try:
         size = os.fstat(fd).st_size

@@ -154,8 +154,8 @@ def run_script(
     *args: str | os.PathLike[str], cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the installed console script as a user would."""
-    full_env = {**os.environ, **(env or {})}
-    full_env.pop("NO_COLOR", None) if env is None or "NO_COLOR" not in env else None
+    full_env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
+    full_env.update(env or {})
     return subprocess.run(
         [str(CONSOLE_SCRIPT), *map(os.fspath, args)],
         capture_output=True,

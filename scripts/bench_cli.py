@@ -1,0 +1,89 @@
+"""Benchmarks of the ``dsh-store`` command line (``python scripts/bench.py cli``).
+
+- cold start of ``dsh-store --help`` and of ``verify`` on one small file, as a ratio to
+  ``python -c "import orjson, click"`` in the same venv (target <= 1.3x);
+- ``verify`` of one large v4 log (500 MB, 50 MB with ``--quick``): wall time and the
+  verifying process's peak RSS (target <= 150 MB).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+from benchlib import Report, load_limits
+
+MB = 1 << 20
+SCRIPT = Path(sys.executable).with_name("dsh-store")
+
+
+def _run(argv: Sequence[str]) -> tuple[float, int, int]:
+    """Run ``argv`` to completion: (wall seconds, exit code, peak RSS in bytes)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, process.returncode, usage.ru_maxrss * 1024  # Linux reports KiB
+
+
+def _median_wall(argv: Sequence[str], repeats: int) -> float:
+    _run(argv)  # warm the page cache
+    return statistics.median(_run(argv)[0] for _ in range(repeats))
+
+
+def write_log(path: Path, target_bytes: int) -> int:
+    """Write a valid v4 log of about ``target_bytes`` from the benchmark event mix."""
+    generator = load_limits().Gen(1)
+    header = {
+        "type": "session",
+        "version": 4,
+        "id": "bench-cli",
+        "createdAt": 1_780_000_000_000,
+        "isSeeded": False,
+        "delegationDepth": 0,
+    }
+    events = 0
+    with open(path, "wb") as handle:
+        handle.write(orjson.dumps(header) + b"\n")
+        while handle.tell() < target_bytes:
+            for event in generator.turn():
+                handle.write(orjson.dumps(event) + b"\n")
+                events += 1
+    return events
+
+
+def run(quick: bool) -> None:
+    """Measure and print the cli table."""
+    report = Report("cli")
+    repeats = 3 if quick else 9
+    baseline = _median_wall([sys.executable, "-c", "import orjson, click"], repeats)
+    report.value("baseline: python -c 'import orjson, click'", f"{baseline * 1000:.0f} ms")
+    help_time = _median_wall([str(SCRIPT), "--help"], repeats)
+    report.ratio("dsh-store --help (cold start)", help_time, baseline, "<= 1.3x")
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as scratch:
+        small = Path(scratch) / "small.jsonl"
+        write_log(small, 20_000)
+        verify_small = _median_wall([str(SCRIPT), "verify", str(small)], repeats)
+        report.ratio("dsh-store verify small.jsonl (cold start)", verify_small, baseline, "<= 1.3x")
+        size = (50 if quick else 500) * MB
+        big = Path(scratch) / "big.jsonl"
+        events = write_log(big, size)
+        elapsed, code, rss = _run([str(SCRIPT), "verify", str(big)])
+        actual = big.stat().st_size
+        report.value(
+            f"verify {actual / MB:.0f} MB log ({events} events): wall",
+            f"{elapsed:.1f} s",
+            f"{actual / MB / elapsed:.0f} MB/s, exit {code}",
+        )
+        report.value(
+            f"verify {actual / MB:.0f} MB log: peak RSS", f"{rss / MB:.0f} MB", "<= 150 MB"
+        )
+    report.print()

@@ -1,0 +1,125 @@
+"""``dsh-store migrate``: store trees, loose files, --check, --dry-run, --output, --in-place."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+
+from tests.cli.conftest import SAMPLES, prepare_corpus_file, snapshot_tree, write_header
+from tests.cli.schema_check import errors, load_schema
+
+Invoke = Callable[..., Result]
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Path:
+    """A store tree with a v2 and a v3 session (real sample bytes) and a current one."""
+    root = tmp_path / "store"
+    for name, version in (("feedback-command.v2.jsonl", 2), ("feedback-command.v3.jsonl", 3)):
+        session = root / "--p--" / f"s{version}"
+        prepare_corpus_file(SAMPLES / name, session / f"session.v{version}.jsonl")
+    write_header(root / "--p--" / "now" / "session.v4.jsonl", 4)
+    return root
+
+
+def test_store_tree_publishes_beside_untouched_sources(invoke: Invoke, old_store: Path) -> None:
+    sources = {p: p.read_bytes() for p in old_store.rglob("session.v[23].jsonl")}
+    result = invoke("migrate", old_store)
+    assert result.exit_code == 0, result.output
+    for source, data in sources.items():
+        assert source.read_bytes() == data
+        assert (source.parent / "session.v4.jsonl").is_file()
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "2 migrated; 1 current"
+    s2 = old_store / "--p--" / "s2"
+    assert any(
+        re.fullmatch(
+            rf"migrated +v2 +{re.escape(str(s2))}/session\.v2\.jsonl -> "
+            rf"{re.escape(str(s2))}/session\.v4\.jsonl \(\d+ events\)",
+            line,
+        )
+        for line in lines
+    ), lines
+    assert invoke("verify", old_store, "--require-current").exit_code == 0
+    again = invoke("migrate", old_store, "--check")
+    assert again.exit_code == 0
+    assert again.stdout.splitlines()[-1] == "3 current"
+
+
+def test_check_and_dry_run_write_nothing(invoke: Invoke, old_store: Path) -> None:
+    before = snapshot_tree(old_store)
+    check = invoke("migrate", old_store, "--check")
+    assert check.exit_code == 1
+    assert check.stdout.splitlines()[-1] == "2 would-migrate; 1 current"
+    dry = invoke("migrate", old_store, "--dry-run", "--json")
+    assert dry.exit_code == 0
+    document = json.loads(dry.stdout)
+    assert errors(document, load_schema("migrate")) == []
+    assert document["summary"] == {"would-migrate": 2, "current": 1}
+    assert snapshot_tree(old_store) == before
+
+
+def test_loose_file_needs_a_destination(invoke: Invoke, tmp_path: Path) -> None:
+    loose = tmp_path / "fixture.jsonl"
+    write_header(loose, 3)
+    result = invoke("migrate", loose)
+    assert result.exit_code == 2
+    assert f"{loose} is a loose file: pass --output OUT or --in-place" in result.stderr
+    assert invoke("migrate", loose, "--check").exit_code == 1
+
+
+def test_output_publishes_and_never_overwrites(invoke: Invoke, tmp_path: Path) -> None:
+    loose = tmp_path / "fixture.jsonl"
+    write_header(loose, 3)
+    out = tmp_path / "out.jsonl"
+    result = invoke("migrate", loose, "--output", out)
+    assert result.exit_code == 0, result.output
+    published = out.read_bytes()
+    assert json.loads(published.splitlines()[0])["version"] == 4
+    rerun = invoke("migrate", loose, "-o", out)  # same content already there: converged
+    assert rerun.exit_code == 0
+    assert rerun.stdout.splitlines()[-1] == "1 current"
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"precious\n")
+    clash = invoke("migrate", loose, "-o", other)
+    assert clash.exit_code == 1
+    assert "  reason: " in clash.stdout and str(other) in clash.stdout
+    assert clash.stdout.splitlines()[-1] == "1 refused"
+    assert other.read_bytes() == b"precious\n"
+    assert out.read_bytes() == published
+
+
+def test_in_place_keeps_a_backup(invoke: Invoke, tmp_path: Path) -> None:
+    loose = tmp_path / "fixture.jsonl"
+    write_header(loose, 2)
+    original = loose.read_bytes()
+    result = invoke("migrate", loose, "--in-place", "--json")
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["results"]
+    assert entry["status"] == "migrated" and entry["backup"] == f"{loose}.v2.bak"
+    assert Path(entry["backup"]).read_bytes() == original
+    assert json.loads(loose.read_bytes().splitlines()[0])["version"] == 4
+
+
+def test_option_conflicts_are_usage_errors(invoke: Invoke, old_store: Path) -> None:
+    both = invoke("migrate", old_store, "--in-place", "--output", old_store / "x.jsonl")
+    assert both.exit_code == 2
+    assert "use either --output or --in-place, not both" in both.stderr
+    many = invoke("migrate", old_store, "--output", old_store / "x.jsonl")
+    assert many.exit_code == 2
+    assert "--output takes exactly one source file; 3 logs were given" in many.stderr
+
+
+def test_refusals_are_reported_and_do_not_stop_others(
+    invoke: Invoke, old_store: Path, damaged: tuple[Path, dict[str, str]]
+) -> None:
+    root, _ = damaged
+    result = invoke("migrate", old_store, root / "loose" / "newer.jsonl", "--jobs", "2")
+    assert result.exit_code == 1
+    assert "  reason: " in result.stdout and "version 5 is not supported" in result.stdout
+    assert result.stdout.splitlines()[-1] == "2 migrated; 1 current; 1 refused"

@@ -1,0 +1,86 @@
+"""``dsh-store repair``: the plan, --dry-run writes nothing, the loss-free repair."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from click.testing import Result
+
+from tests.cli.conftest import record_session, snapshot_tree
+from tests.cli.schema_check import errors, load_schema
+
+Invoke = Callable[..., Result]
+
+
+def _torn(tmp_path: Path) -> tuple[Path, bytes]:
+    log = record_session(tmp_path, "torn", turns=1, open_turn=True)
+    fragment = b'{"type":"step/start","seq":'
+    with open(log, "ab") as handle:
+        handle.write(fragment)
+    return log, fragment
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(invoke: Invoke, tmp_path: Path) -> None:
+    log, fragment = _torn(tmp_path)
+    size = log.stat().st_size
+    before = snapshot_tree(tmp_path)
+    result = invoke("repair", log, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"{log}: would repair (torn-tail)\n"
+        f"  cut {len(fragment)} torn byte(s) at offset {size - len(fragment)}, saved first to "
+        f"{log}.torn-{size - len(fragment)}\n"
+        "  append closers: step/end, turn/end\n"
+    )
+    assert snapshot_tree(tmp_path) == before
+
+
+def test_repair_saves_the_torn_bytes_then_closes_the_turn(invoke: Invoke, tmp_path: Path) -> None:
+    log, fragment = _torn(tmp_path)
+    offset = log.stat().st_size - len(fragment)
+    result = invoke("repair", log, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("repair")) == []
+    assert document["results"] == [
+        {
+            "path": str(log),
+            "status": "repaired",
+            "classification": "torn-tail",
+            "truncateAt": offset,
+            "tornBytes": len(fragment),
+            "sidecar": f"{log}.torn-{offset}",
+            "closers": ["step/end", "turn/end"],
+            "reason": None,
+        }
+    ]
+    assert Path(f"{log}.torn-{offset}").read_bytes() == fragment
+    assert invoke("verify", log).exit_code == 0
+    again = invoke("repair", log)
+    assert again.exit_code == 0
+    assert again.stdout == f"{log}: ok, nothing to repair\n"
+
+
+def test_committed_corruption_and_old_formats_are_refused(
+    invoke: Invoke, damaged: tuple[Path, dict[str, str]]
+) -> None:
+    root, _ = damaged
+    before = snapshot_tree(root)
+    corrupt = root / "_no-cwd/corrupt-middle/session.v4.jsonl"
+    result = invoke("repair", corrupt, root / "loose" / "newer.jsonl")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{corrupt}: refused: {corrupt}:3 (byte 185, seq 1): corrupt")
+    assert lines[1].startswith(f"{root}/loose/newer.jsonl: refused: ")
+    assert "version 5 is not supported" in lines[1]
+    assert snapshot_tree(root) == before
+
+
+def test_repair_walks_a_store_and_reports_each_file(invoke: Invoke, store_root: Path) -> None:
+    result = invoke("repair", store_root)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("nothing to repair") == 1
+    assert "repaired (open-turn)\n  append closers: step/end, turn/end" in result.stdout
+    assert invoke("verify", store_root).exit_code == 0
