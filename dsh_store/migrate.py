@@ -197,7 +197,13 @@ def upgrade(
         child_headers=child_headers,
         extras=extras or {},
     )
-    v4_header, rows = chain(dict(header_json), (dict(row) for row in events_json), context)
+    # Rows are handed to the edges as they are (the scanner's rows are fresh dicts, used
+    # once); only other mappings are copied into dicts.
+    v4_header, rows = chain(
+        dict(header_json),
+        (row if type(row) is dict else dict(row) for row in events_json),
+        context,
+    )
     try:
         header = SessionHeader.from_json(v4_header)
     except EventValidationError as error:

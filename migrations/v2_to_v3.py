@@ -1,6 +1,6 @@
 """Edge v2 -> v3: the system prompt becomes a surface node; envelopes become canonical.
 
-What the edge does, in source order (see ``docs/migrations-late.md``):
+What the edge does, in source order (see ``docs/migrations.md``):
 
 * audits every source row against the released v2 rules (:mod:`._v2_audit`);
 * emits an empty ``system/message`` head right after the first ``step/start`` and a

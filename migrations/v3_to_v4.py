@@ -1,6 +1,6 @@
 """Edge v3 -> v4: tool-role results, producer source kinds and the ``plugin:`` namespace.
 
-What the edge does, in source order (see ``docs/migrations-late.md``):
+What the edge does, in source order (see ``docs/migrations.md``):
 
 * inserts ``turn/end {reason: interrupted}`` before a ``turn/start`` that restarts an
   interrupted turn (open turn, no open step, previous event a non-empty next-turn splice);

@@ -6,7 +6,7 @@ current process with ``SIGKILL`` — no cleanup, no buffered output, exactly wha
 power cut or an OOM kill leaves behind. ``DSH_STORE_FAILPOINT_SKIP=N`` lets the
 first ``N`` hits pass and kills on hit ``N + 1``.
 
-The names in use are listed in :data:`FAILPOINTS` and in ``docs/format-writing.md``.
+The names in use are listed in :data:`FAILPOINTS` and in ``docs/format.md``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,14 @@ FAILPOINTS: tuple[str, ...] = (
     "append.before-fsync",
     "append.after-fsync",
     "rollback.before-truncate",
+    "repair.after-sidecar",
+    "repair.after-truncate",
+    "migrate.before-fsync",
+    "migrate.before-link",
+    "migrate.after-link",
+    "migrate.before-replace",
 )
-"""Every failpoint name the write path passes through."""
+"""Every failpoint name the write paths (append, repair, migration publish) pass through."""
 
 # Read once: the hot path then costs one comparison against None.
 _ARMED: str | None = os.environ.get("DSH_STORE_FAILPOINT") or None

@@ -1,7 +1,7 @@
 """Durable writes of session logs: publish a new log, append batches with rollback.
 
 This module deals in line bytes only (each line ends with ``b"\\n"``); it never
-parses them. The protocol is described in ``docs/format-writing.md``:
+parses them. The protocol is described in ``docs/format.md``:
 
 * :func:`materialize` publishes header + first batch atomically: exclusive temp
   file, write, fsync, ``os.link`` (never overwrites), directory fsync.

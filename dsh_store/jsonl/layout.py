@@ -1,4 +1,4 @@
-"""Where session logs live on disk: directory and file names (see ``docs/format-writing.md``).
+"""Where session logs live on disk: directory and file names (see ``docs/format.md``).
 
 Layout of a store root::
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import orjson
@@ -14,7 +14,7 @@ def turn_rows(turn: int, seq: int, chunks: int) -> list[dict[str, object]]:
     """One complete turn: user message, request header, a claimed streamed answer."""
     rows: list[dict[str, object]] = []
 
-    def add(event_type: str, data: dict[str, object], **envelope: object) -> int:
+    def add(event_type: str, data: Mapping[str, object], **envelope: object) -> int:
         nonlocal seq
         rows.append({"type": event_type, "seq": seq, "time": 1000 + seq, "data": data, **envelope})
         seq += 1

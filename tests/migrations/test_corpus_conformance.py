@@ -17,9 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import orjson
+import pytest
 
 from dsh_store.errors import CorruptLogError, MigrationRefusedError
 from dsh_store.jsonl.scan import LogScanner

@@ -61,7 +61,7 @@ def _check_beside(source: Path, original: bytes, expected: bytes) -> bool:
 
 
 def _check_in_place(source: Path, original: bytes, expected: bytes) -> bool:
-    """In place: the file is the original or the complete upgrade (then the .bak has the original)."""
+    """In place: the file is the original, or the complete upgrade with the original in .bak."""
     backup = source.with_name(source.name + ".v0.bak")
     if backup.exists():
         assert backup.read_bytes() == original
