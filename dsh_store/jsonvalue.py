@@ -11,8 +11,13 @@ Fast path: ``marshal.dumps`` refuses every object that is not an exact builtin t
 (subclasses, enums, UUIDs, datetimes, dataclasses, numpy scalars) in C, and ``orjson``
 refuses non-str keys, bytes, sets, cycles, excess depth and unsafe integers while it
 encodes. Only floats escape both (orjson writes NaN/Infinity as ``null`` and keeps
-``-0.0``), so an output containing ``null`` or ``-0.0`` takes the slow path. Any fast-path
-refusal re-runs the iterative slow path, which finds the exact path and reason.
+``-0.0``). Marshal writes every float as its 8 IEEE-754 bytes (little-endian), so its
+output is searched instead: a non-finite float ends in ``F? 7F`` / ``F? FF`` and ``-0.0``
+is seven zero bytes then ``80``. Those byte tests are cheap ``memchr``-class searches and
+can only err towards suspicion (text, lengths or negative integers can contain the same
+bytes); a suspect value is re-checked on the JSON output (``null`` / ``-0.0``) and, if
+still suspect, by the iterative slow path. Any fast-path refusal re-runs the slow path,
+which finds the exact path and reason.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ _OPTIONS: Final = (
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_DATACLASS
 )
+_OPTIONS_NEWLINE: Final = _OPTIONS | orjson.OPT_APPEND_NEWLINE
+_SLOW_OPTIONS_NEWLINE: Final = orjson.OPT_STRICT_INTEGER | orjson.OPT_APPEND_NEWLINE
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 
 
@@ -63,28 +70,65 @@ def _refuse_default(value: object) -> object:
     raise TypeError(type(value).__name__)
 
 
+_MARSHAL_VERSION: Final = 4  # >= 2 writes floats as raw IEEE-754 bytes; 4 is the fastest
+_NEGATIVE_ZERO_BYTES: Final = b"\x00\x00\x00\x00\x00\x00\x00\x80"
+_NONFINITE_SCAN_LIMIT: Final = 16  # candidate tail bytes examined before giving up
+
+
+def _image_float_suspect(image: bytes) -> bool:
+    """Whether the marshal output may hold NaN, ±Infinity or ``-0.0`` (never a false "no")."""
+    # Each single-byte ``in`` is a memchr; the rare hits get the precise look.
+    if b"\x80" in image and _NEGATIVE_ZERO_BYTES in image:
+        return True
+    for tail in (b"\x7f", b"\xff"):
+        if tail not in image:
+            continue
+        # A non-finite double's top two bytes are F0..FF then 7F (or FF when negative).
+        at = image.find(tail, 1)
+        for _ in range(_NONFINITE_SCAN_LIMIT):
+            if at < 0:
+                break
+            if image[at - 1] >= 0xF0:
+                return True
+            at = image.find(tail, at + 1)
+        else:
+            return True  # too many candidates to look at one by one: let the next check decide
+    return False
+
+
 def _float_suspect(encoded: bytes) -> bool:
     # NaN and ±Infinity are written by orjson as null; -0.0 as "-0.0".
     return b"null" in encoded or b"-0.0" in encoded
 
 
-def encode(value: object, *, event_type: str | None = None, path: str = "$") -> bytes:
+def encode(
+    value: object, *, event_type: str | None = None, path: str = "$", newline: bool = False
+) -> bytes:
     """Check ``value`` and return its canonical compact UTF-8 JSON encoding.
 
     :param value: the value to encode.
     :param event_type: named in the error when the value is refused.
     :param path: the JSON path of ``value`` itself, used as the prefix of error paths.
+    :param newline: end the encoding with ``\\n`` (a JSONL row) without another copy.
     :raises LosslessJsonError: the value is not lossless JSON.
     """
     try:
-        marshal.dumps(value)  # type: ignore[arg-type]  # refusing the unmarshallable is the point
-        encoded = orjson.dumps(value, default=_refuse_default, option=_OPTIONS)
+        # Refusing the unmarshallable is the point, hence the ignore.
+        image = marshal.dumps(value, _MARSHAL_VERSION)  # type: ignore[arg-type]
+        encoded = orjson.dumps(
+            value,
+            default=_refuse_default,
+            option=_OPTIONS_NEWLINE if newline else _OPTIONS,
+        )
     except (ValueError, TypeError, orjson.JSONEncodeError):
         check_json(value, event_type=event_type, path=path)
         # The slow path accepted what the fast path refused: only possible for a
         # marshal limit (very deep but still legal nesting); encode it directly.
-        return orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
-    if _float_suspect(encoded):
+        return orjson.dumps(
+            value,
+            option=_SLOW_OPTIONS_NEWLINE if newline else orjson.OPT_STRICT_INTEGER,
+        )
+    if _image_float_suspect(image) and _float_suspect(encoded):
         check_json(value, event_type=event_type, path=path)
     return encoded
 

@@ -23,6 +23,7 @@ state, never the file: events flow from the scanner through the edges to the tem
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import secrets
 from collections.abc import Iterable, Iterator, Mapping
@@ -75,6 +76,7 @@ _WRITE_CHUNK: Final = 1 << 20
 # migration's peak memory (parsed rows of one chunk) small next to the write buffer.
 _SCAN_CHUNK: Final = 1 << 18
 _COMPARE_CHUNK: Final = 1 << 20
+_ROW_VALUE: Final = operator.itemgetter(3)  # ScannedRow.value
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,21 @@ def upgrade(
     :raises MigrationRefusedError: raised while iterating, when an edge refuses or the
         upgraded event is not valid v4 (naming path, seq, event type and rule).
     """
-    from .migrations import MigrationContext, chain
+    return _upgrade(header_json, events_json, path, child_headers, extras, fresh_dicts=False)
+
+
+def _upgrade(
+    header_json: Mapping[str, Any],
+    events_json: Iterable[Mapping[str, Any]],
+    path: str | None,
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+    extras: Mapping[str, Any] | None,
+    *,
+    fresh_dicts: bool,
+) -> tuple[SessionHeader, Iterator[SessionEvent]]:
+    """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's)."""
+    from .migrations import MigrationContext
+    from .migrations._pipeline import fused_chain
 
     version = _version_of(header_json, path)
     if version == SESSION_FORMAT_VERSION:
@@ -197,13 +213,13 @@ def upgrade(
         child_headers=child_headers,
         extras=extras or {},
     )
-    # Rows are handed to the edges as they are (the scanner's rows are fresh dicts, used
-    # once); only other mappings are copied into dicts.
-    v4_header, rows = chain(
-        dict(header_json),
-        (row if type(row) is dict else dict(row) for row in events_json),
-        context,
+    # The edges take dicts: other mappings are copied, fresh dicts are handed on as they are.
+    rows: Iterable[dict[str, Any]] = (
+        events_json  # type: ignore[assignment]
+        if fresh_dicts
+        else (row if type(row) is dict else dict(row) for row in events_json)
     )
+    v4_header, v4_rows = fused_chain(dict(header_json), rows, context)
     try:
         header = SessionHeader.from_json(v4_header)
     except EventValidationError as error:
@@ -212,7 +228,12 @@ def upgrade(
             rule=error.rule,
             path=path,
         ) from None
-    return header, _events(rows, path)
+    return header, _events(v4_rows, path)
+
+
+def _scanned_rows(scanner: LogScanner) -> Iterator[dict[str, Any]]:
+    """The decoded rows of a scan (always fresh dicts), without a generator per row."""
+    return map(_ROW_VALUE, scanner.rows())
 
 
 def _events(rows: Iterable[Mapping[str, Any]], path: str | None) -> Iterator[SessionEvent]:
@@ -354,11 +375,8 @@ def _migrate_to_temp(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     assert scanner.stat is not None
     revision = revision_of(scanner.stat)
-    header, events = upgrade(
-        info.value,
-        (row.value for row in scanner.rows()),
-        path=str(source),
-        child_headers=child_headers,
+    header, events = _upgrade(
+        info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
     )
     with _corruption_first(source):
         temp, count = _write_temp(target, header, events)
@@ -541,11 +559,8 @@ def _dry_run(
     scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     assert info is not None
-    header, events = upgrade(
-        info.value,
-        (row.value for row in scanner.rows()),
-        path=str(source),
-        child_headers=child_headers,
+    header, events = _upgrade(
+        info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
     )
     with _corruption_first(source):
         count = _checked(header, events, str(source))

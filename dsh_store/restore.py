@@ -9,6 +9,7 @@ finding instead (DESIGN §6.3).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from .model import (
     SessionHeader,
     interrupted_closers,
 )
+from .model.stream_check import StreamCheck
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -138,38 +140,77 @@ def read_log(
         an older log is upgraded; None when unknown, e.g. a loose file).
     :raises NotASessionError: the first line is not a session header (or the file is empty).
     :raises UnsupportedVersionError: the header's version is newer than 4 (or invalid).
-    :raises CorruptLogError: committed corruption (with line and byte offset).
+    :raises CorruptLogError: committed corruption (with line and byte offset), including a
+        committed v4 event that breaks a model rule.
     :raises MigrationRefusedError: an older log that cannot be upgraded faithfully.
-    :raises EventValidationError: a committed event breaks a v4 model rule.
     """
     log = Path(path)
+    scanner, version, header, events = _open_events(log, child_headers)
+    with corruption_first(log):
+        try:
+            session = Session.from_restore(header, events)
+        except EventValidationError as error:
+            raise _model_error(error, log, version) from None
+    restored = tuple(session.events)
+    closers = tuple(interrupted_closers(restored))
+    stat = scanner.stat
+    assert stat is not None
+    return Inspection(
+        path=log,
+        header=header,
+        events=restored,
+        closers=closers,
+        source_version=version,
+        torn=scanner.torn,
+        committed_size=scanner.committed_size,
+        file_size=scanner.file_size,
+        findings=_findings(scanner, version, balanced=not closers, event_count=len(restored)),
+        classification=_classification_of(scanner.torn, not closers, version),
+        revision=revision_of(stat),
+    )
+
+
+def _open_events(
+    log: Path, child_headers: tuple[Mapping[str, Any], ...] | None
+) -> tuple[LogScanner, int, SessionHeader, Iterator[SessionEvent]]:
+    """Read the header (version first) and return a lazy stream of v4 events."""
     scanner = LogScanner(log)
     info = scanner.read_header()
     if info is None:
         raise NotASessionError(str(log), "the file is empty (0 bytes)")
-    version = info.version
     rows = scanner.rows()
-    if version == SESSION_FORMAT_VERSION:
-        header = _header_from_row(info.value, log)
-        events = list(_current_events(rows, log))
-    else:
-        header, events = _upgraded(info.value, rows, log, child_headers)
-    if not scanner.finished:  # pragma: no cover - rows() raises or finishes
-        raise CorruptLogError(str(log), "scan ended early")
+    if info.version == SESSION_FORMAT_VERSION:
+        return scanner, info.version, _header_from_row(info.value, log), _current_events(rows, log)
+    header, events = _upgraded(info.value, rows, log, child_headers)
+    return scanner, info.version, header, events
+
+
+@contextlib.contextmanager
+def corruption_first(log: Path) -> Iterator[None]:
+    """Report committed corruption before a refusal (DESIGN §6.3 precedence).
+
+    Rows flow lazily, so a migration edge may refuse an early event before the scanner
+    reaches a later committed defect; a refused log is therefore scanned to its end once
+    more, and a :class:`CorruptLogError` found there wins.
+    """
     try:
-        session = Session.from_restore(header, events)
-    except EventValidationError as error:
-        raise _locate(error, log, scanner if version == SESSION_FORMAT_VERSION else None) from None
-    restored = tuple(session.events)
-    closers = tuple(interrupted_closers(restored))
+        yield
+    except MigrationRefusedError:
+        LogScanner(log).exhaust()  # raises CorruptLogError on committed corruption
+        raise
+
+
+def _findings(
+    scanner: LogScanner, version: int, *, balanced: bool, event_count: int
+) -> tuple[Finding, ...]:
     findings = list(scanner.findings)
-    if closers:
+    if not balanced:
         findings.append(
             Finding(
                 "open-turn",
-                f"the last turn never ended; restore appends {len(closers)} closing "
-                f"event(s) ending in turn/end {{reason: interrupted}}",
-                seq=len(restored),
+                "the last turn never ended; restore closes it with synthetic events ending "
+                "in turn/end {reason: interrupted}",
+                seq=event_count,
             )
         )
     if version < SESSION_FORMAT_VERSION:
@@ -182,29 +223,13 @@ def read_log(
                 offset=0,
             )
         )
-    stat = scanner.stat
-    assert stat is not None
-    return Inspection(
-        path=log,
-        header=header,
-        events=restored,
-        closers=closers,
-        source_version=version,
-        torn=scanner.torn,
-        committed_size=scanner.committed_size,
-        file_size=scanner.file_size,
-        findings=tuple(findings),
-        classification=_classification_of(scanner.torn, closers, version),
-        revision=revision_of(stat),
-    )
+    return tuple(findings)
 
 
-def _classification_of(
-    torn: TornTail | None, closers: tuple[SessionEvent, ...], version: int
-) -> str:
+def _classification_of(torn: TornTail | None, balanced: bool, version: int) -> str:
     if torn is not None:
         return "torn-tail"
-    if closers:
+    if not balanced:
         return "open-turn"
     if version < SESSION_FORMAT_VERSION:
         return "needs-migration"
@@ -241,10 +266,19 @@ def _row_error(error: DshStoreError, log: Path, row: ScannedRow) -> CorruptLogEr
     )
 
 
-def _locate(error: EventValidationError, log: Path, scanner: LogScanner | None) -> DshStoreError:
-    """Turn a model error (which knows only a seq) into one that names line and offset."""
+def _model_error(error: EventValidationError, log: Path, version: int) -> DshStoreError:
+    """A model rule broken by a committed event: corruption in a v4 log (located by line
+    and byte offset), a refusal when the event came out of the migration chain."""
+    if version != SESSION_FORMAT_VERSION:
+        return MigrationRefusedError(
+            f"the upgraded log breaks a v4 rule: {error.detail}",
+            rule=error.rule,
+            path=str(log),
+            seq=error.seq,
+            event_type=error.event_type,
+        )
     line = offset = None
-    if scanner is not None and error.seq is not None:
+    if error.seq is not None:
         for row in LogScanner(log).rows():
             if row.first_seq == error.seq:
                 line, offset = row.line, row.offset
@@ -264,27 +298,23 @@ def _upgraded(
     rows: Iterable[ScannedRow],
     log: Path,
     child_headers: tuple[Mapping[str, Any], ...] | None,
-) -> tuple[SessionHeader, list[SessionEvent]]:
-    from .migrations import MigrationContext, chain
+) -> tuple[SessionHeader, Iterator[SessionEvent]]:
+    from .migrate import upgrade
 
-    context = MigrationContext(
-        path=str(log), session_id=header_row.get("id"), child_headers=child_headers
-    )
-    v4_header, v4_rows = chain(header_row, (row.value for row in rows), context)
-    header = _header_from_row(v4_header, log)
-    events: list[SessionEvent] = []
-    for value in v4_rows:
-        try:
-            events.append(SessionEvent.from_json(value))
-        except (EventValidationError, LosslessJsonError) as error:
-            raise MigrationRefusedError(
-                f"the upgraded event is not valid v4: {error}",
-                rule=getattr(error, "rule", "not-lossless-json"),
-                path=str(log),
-                seq=value.get("seq") if isinstance(value, dict) else None,
-                event_type=value.get("type") if isinstance(value, dict) else None,
-            ) from None
-    return header, events
+    try:
+        return upgrade(
+            header_row,
+            (row.value for row in rows),
+            path=str(log),
+            child_headers=child_headers,
+        )
+    except EventValidationError as error:
+        raise MigrationRefusedError(
+            f"the upgraded header is not valid v4: {error.detail}",
+            rule=error.rule,
+            path=str(log),
+            line=1,
+        ) from None
 
 
 def examine(
@@ -294,12 +324,19 @@ def examine(
 ) -> FileReport:
     """Classify one file and list every finding; never raises for a damaged file, never writes.
 
-    I/O errors that are not about the log's content (permission denied, a directory) are
-    reported as ``not-a-session`` with an ``unreadable`` finding.
+    It applies exactly the checks of :func:`read_log` but streams: the events are
+    validated one at a time and not kept, so memory does not grow with the log. I/O errors
+    that are not about the log's content (permission denied, a directory) are reported as
+    ``not-a-session`` with an ``unreadable`` finding.
     """
     log = Path(path)
     try:
-        inspection = read_log(log, child_headers=child_headers)
+        scanner, version, header, events = _open_events(log, child_headers)
+        with corruption_first(log):
+            try:
+                checked = check_stream_session(header, events)
+            except EventValidationError as error:
+                raise _model_error(error, log, version) from None
     except NotASessionError as error:
         empty = _is_empty(log)
         return FileReport(
@@ -349,13 +386,21 @@ def examine(
             None,
             (Finding("unreadable", f"{log}: cannot read: {error.strerror or error}"),),
         )
+    balanced = checked.is_balanced
     return FileReport(
         log,
-        inspection.classification,
-        inspection.source_version,
-        len(inspection.events),
-        inspection.findings,
+        _classification_of(scanner.torn, balanced, version),
+        version,
+        checked.seq,
+        _findings(scanner, version, balanced=balanced, event_count=checked.seq),
     )
+
+
+def check_stream_session(header: SessionHeader, events: Iterable[SessionEvent]) -> StreamCheck:
+    """Validate a whole log as :meth:`Session.from_restore` does, keeping no events."""
+    checked = StreamCheck.from_restore(header, events)
+    assert isinstance(checked, StreamCheck)
+    return checked
 
 
 def classify(path: str | os.PathLike[str]) -> str:

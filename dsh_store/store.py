@@ -41,7 +41,7 @@ from .errors import (
 from .jsonl import layout
 from .jsonl.files import LogWriter, make_dirs, materialize
 from .jsonl.lock import SessionLock
-from .jsonl.repair import SidecarConflictError, commit_truncation, sidecar_path
+from .jsonl.repair import commit_truncation, sidecar_path
 from .jsonl.scan import LogScanner
 from .jsonl.writebehind import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -123,16 +123,15 @@ def commit_repair(inspection: Inspection) -> Inspection:
     if inspection.source_version != SESSION_FORMAT_VERSION:
         raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
     if inspection.torn is not None:
-        try:
-            commit_truncation(
-                inspection.path, inspection.committed_size, expected_size=inspection.file_size
-            )
-        except SidecarConflictError:
-            # An earlier repair saved this offset's torn bytes, then died while appending
-            # its closers: the new tail is our own half-written closer batch.
-            if not _finish_interrupted_closers(inspection):
-                raise
+        # After an earlier repair at this offset (its sidecar exists), a tail that is a byte
+        # prefix of the closers is that repair's own unfinished write: complete it rather
+        # than saving our own bytes in a second sidecar.
+        earlier = sidecar_path(inspection.path, inspection.committed_size)
+        if earlier.exists() and _finish_interrupted_closers(inspection):
             return read_log(inspection.path)
+        commit_truncation(
+            inspection.path, inspection.committed_size, expected_size=inspection.file_size
+        )
     if inspection.closers:
         first = inspection.closers[0].seq
         with LogWriter.open(
@@ -149,10 +148,10 @@ def commit_repair(inspection: Inspection) -> Inspection:
 def _finish_interrupted_closers(inspection: Inspection) -> bool:
     """Complete a closer batch that an earlier repair left half written; True if done.
 
-    Used only when the sidecar for this offset already holds other bytes. The closers
-    depend only on the committed prefix, so a torn tail that is a byte prefix of them is
-    the earlier repair's unfinished write: appending the missing rest gives exactly the
-    bytes an uninterrupted repair writes, and nothing needs a second sidecar.
+    Used only after an earlier repair at this offset. The closers depend only on the
+    committed prefix, so a torn tail that is a byte prefix of them is that repair's
+    unfinished write: appending the missing rest gives exactly the bytes an uninterrupted
+    repair writes.
     """
     torn = inspection.torn
     if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
@@ -976,7 +975,11 @@ class AsyncLiveSession:
         try:
             self._handle.require_usable()
             await self._start()
-            await self._queue.close()
+            # An append waiting for room already holds its seq: write the queue so it gets
+            # room, then wait for it to be queued, so the drain below includes it.
+            await self._queue.flush()
+            async with self._order:
+                await self._queue.close()
         finally:
             self._closed = True
             await asyncio.get_running_loop().run_in_executor(None, self._handle.release)

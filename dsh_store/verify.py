@@ -131,12 +131,7 @@ def map_files(
 def examine_file(path: Path) -> FileReport:
     """:func:`dsh_store.restore.examine`, with an unexpected failure naming the file."""
     try:
-        report = examine(path)
-        if report.classification == "refused":
-            # Corruption outranks a refusal (DESIGN §6.3), but the chain may refuse an
-            # early event before the scan reaches committed corruption further on.
-            report = _committed_corruption(path) or report
-        return report
+        return examine(path)
     except DshStoreError:
         raise
     except Exception as error:  # a library defect: say which file triggered it
@@ -144,24 +139,6 @@ def examine_file(path: Path) -> FileReport:
             f"{path}: verification failed unexpectedly ({type(error).__name__}: {error}); "
             "this is a bug in dsh-store, please report it with the file"
         ) from error
-
-
-def _committed_corruption(path: Path) -> FileReport | None:
-    """A ``corrupt`` report when the physical scan of ``path`` finds committed corruption."""
-    from .errors import CorruptLogError
-    from .jsonl.rows import Finding
-    from .jsonl.scan import LogScanner
-
-    scanner = LogScanner(path)
-    try:
-        scanner.exhaust()
-    except CorruptLogError as error:
-        version = None if scanner.header is None else scanner.header.version
-        finding = Finding(error.rule, error.message, error.line, error.offset, error.seq)
-        return FileReport(path, "corrupt", version, None, (finding,))
-    except (DshStoreError, OSError):
-        return None
-    return None
 
 
 def verify_paths(

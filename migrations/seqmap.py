@@ -27,6 +27,9 @@ class SeqMap:
         self._source_starts: list[int] = []
         self._target_starts: list[int] = []
         self._lengths: list[int] = []
+        # The source and target that would extend the last run.
+        self._next_source = 0
+        self._next_target = CONSUMED
 
     @property
     def runs(self) -> int:
@@ -36,22 +39,20 @@ class SeqMap:
     def record(self, source: int, target: int) -> None:
         """Record where ``source`` went; sources must arrive in increasing order."""
         if self._lengths:
-            last = len(self._lengths) - 1
-            next_source = self._source_starts[last] + self._lengths[last]
+            next_source = self._next_source
             if source < next_source:
                 raise ValueError(f"source seq {source} recorded out of order")
-            last_target = self._target_starts[last]
-            contiguous_target = (
-                target == CONSUMED
-                if last_target == CONSUMED
-                else target == last_target + self._lengths[last]
-            )
-            if source == next_source and contiguous_target:
-                self._lengths[last] += 1
+            if source == next_source and target == self._next_target:
+                self._lengths[-1] += 1
+                self._next_source = source + 1
+                if target != CONSUMED:
+                    self._next_target = target + 1
                 return
         self._source_starts.append(source)
         self._target_starts.append(target)
         self._lengths.append(1)
+        self._next_source = source + 1
+        self._next_target = CONSUMED if target == CONSUMED else target + 1
 
     def lookup(self, source: int) -> int | None:
         """Target of ``source``: a seq, :data:`CONSUMED`, or ``None`` if never recorded."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .v0_vocabulary import is_safe_int
+from .v0_vocabulary import MAX_SAFE_INTEGER, is_safe_int
 
 __all__ = ["StreamBuilder", "expand_stream"]
 
@@ -46,6 +46,33 @@ class StreamBuilder:
 
     def add(self, time: int, chunk: dict[str, Any]) -> None:
         """Append one chunk observed at ``time`` (epoch milliseconds)."""
+        # Plain text and reasoning deltas are nearly every chunk: their run test is inlined
+        # (same checks, same order as _run_of and _extends); everything else goes below.
+        index = chunk.get("index")
+        if type(index) is int and -MAX_SAFE_INTEGER <= index <= MAX_SAFE_INTEGER:
+            kind: Any = chunk.get("type")
+            run_type = _RUN_TYPES.get(kind)
+            if run_type is not None and chunk.keys() == _TEXT_KEYS:
+                text = chunk["text"]
+                if isinstance(text, str):
+                    records = self.records
+                    gap = time - self._last_time
+                    self._last_time = time
+                    if records:
+                        tail = records[-1]
+                        if (
+                            tail["type"] == run_type
+                            and tail["index"] == index
+                            and type(gap) is int
+                            and -MAX_SAFE_INTEGER <= gap <= MAX_SAFE_INTEGER
+                        ):
+                            tail["dt"].append(gap)
+                            tail["texts"].append(text)
+                            return
+                    records.append(
+                        {"type": run_type, "time0": time, "index": index, "dt": [], "texts": [text]}
+                    )
+                    return
         run = self._run_of(chunk)
         if run is None:
             self.records.append({"type": "chunk", "time": time, "chunk": chunk})

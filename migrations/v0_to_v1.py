@@ -64,7 +64,13 @@ from dsh_store.errors import MigrationRefusedError
 
 from . import EdgeStage, MigrationContext, Row
 from .packed import check_packed_row, is_packed_row
-from .v0_vocabulary import EVENT_TYPES, SURFACE_TYPES, is_safe_int, payload_problem
+from .v0_vocabulary import (
+    EVENT_TYPES,
+    MAX_SAFE_INTEGER,
+    SURFACE_TYPES,
+    is_safe_int,
+    payload_problem,
+)
 
 __all__ = ["EDGE", "V0ToV1Edge", "V0ToV1Stage"]
 
@@ -84,6 +90,9 @@ _FAILURE_KEYS = frozenset({"message", "code", "status", "providerRetryAfterMs", 
 _DESCRIPTOR_VERSIONS = (1, 2, 3)
 _BASE_ENVELOPE = frozenset({"type", "seq", "time", "data", "ignorable"})
 _SURFACE_ENVELOPE = _BASE_ENVELOPE | {"surfaceOp", "sourceEventSeqs"}
+# The exact shape of an ordinary streamed chunk row, the bulk of every format-0 log.
+_PLAIN_ROW_KEYS = frozenset({"type", "seq", "time", "data"})
+_CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
 
 
 class V0ToV1Edge:
@@ -141,9 +150,29 @@ class V0ToV1Stage:
 
     def feed(self, event: Row) -> Iterable[Row]:
         """Normalize one format-0 row; returns exactly one format-1 row."""
+        return [self.feed_one(event)]
+
+    def feed_one(self, event: Row) -> Row:
+        """:meth:`feed` without the list: the one format-1 row for ``event``."""
+        # An ordinary chunk row passes every rule of _normalize unchanged (a rename, a
+        # removed type, an envelope member or a payload change cannot apply to it); one
+        # combined test admits it, anything else takes the full path and its refusals.
+        if event.get("type") == "assistant/chunk" and event.keys() == _PLAIN_ROW_KEYS:
+            seq, time, data = event["seq"], event["time"], event["data"]
+            if (
+                type(seq) is int
+                and seq == self._next_seq
+                and seq <= MAX_SAFE_INTEGER
+                and type(time) is int
+                and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+                and type(data) is dict
+                and data.keys() == _CHUNK_DATA_KEYS
+            ):
+                self._next_seq = seq + 1
+                return dict(event)
         if is_packed_row(event):
-            return [self._pass_packed(event)]
-        return [self._normalize(event)]
+            return self._pass_packed(event)
+        return self._normalize(event)
 
     def finish(self) -> Iterable[Row]:
         """Nothing is ever held back; only check that the inherited cut lies in the log."""

@@ -71,7 +71,13 @@ from . import EdgeStage, MigrationContext, Row
 from .packed import expand_packed_row, is_packed_row
 from .seqmap import CONSUMED, SeqMap, expand_seq_list
 from .streams import StreamBuilder
-from .v0_vocabulary import EVENT_TYPES, SURFACE_TYPES, is_safe_int, payload_problem
+from .v0_vocabulary import (
+    EVENT_TYPES,
+    MAX_SAFE_INTEGER,
+    SURFACE_TYPES,
+    is_safe_int,
+    payload_problem,
+)
 
 __all__ = ["EDGE", "V1ToV2Edge", "V1ToV2Stage"]
 
@@ -81,6 +87,7 @@ _BASE_ENVELOPE = frozenset({"type", "seq", "time", "data", "ignorable"})
 _SURFACE_ENVELOPE = _BASE_ENVELOPE | {"surfaceOp", "sourceEventSeqs"}
 _ATTEMPT_CLOSERS = frozenset({"turn/end", "step/end", "llm/retry", "llm/retry-started"})
 _CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
+_PLAIN_ROW_KEYS = frozenset({"type", "seq", "time", "data"})
 
 
 class V1ToV2Edge:
@@ -181,6 +188,31 @@ class V1ToV2Stage:
     def feed(self, event: Row) -> Iterable[Row]:
         """Take one format-1 row (an event or a packed row); return the events now settled."""
         out: list[Row] = []
+        # An ordinary chunk row passes the envelope, seq and chunk-shape rules in one
+        # combined test; anything else takes the full path below and its refusals.
+        if event.get("type") == "assistant/chunk" and event.keys() == _PLAIN_ROW_KEYS:
+            seq, time, data = event["seq"], event["time"], event["data"]
+            if (
+                type(seq) is int
+                and seq == self._next_source
+                and seq <= MAX_SAFE_INTEGER
+                and type(time) is int
+                and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+                and type(data) is dict
+                and data.keys() == _CHUNK_DATA_KEYS
+            ):
+                turn, step, chunk = data["turn"], data["step"], data["chunk"]
+                if (
+                    type(turn) is int
+                    and -MAX_SAFE_INTEGER <= turn <= MAX_SAFE_INTEGER
+                    and type(step) is int
+                    and -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER
+                    and type(chunk) is dict
+                    and type(chunk.get("type")) is str
+                ):
+                    self._next_source = seq + 1
+                    self._add_chunk(seq, time, turn, step, chunk, out)
+                    return out
         if is_packed_row(event):
             for chunk in expand_packed_row(event, path=self._path, edge=EDGE_NAME):
                 self._admit_seq(chunk)
@@ -290,16 +322,22 @@ class V1ToV2Stage:
                 seq,
                 "assistant/chunk",
             )
+        self._add_chunk(seq, row["time"], data["turn"], data["step"], chunk, out)
+
+    def _add_chunk(
+        self, seq: int, time: int, turn: int, step: int, chunk: dict[str, Any], out: list[Row]
+    ) -> None:
+        """Fold one admitted chunk into the pending attempt (settling the previous one)."""
         self._after_restart_splice = False
         pending = self._pending
         if pending is not None and (
-            (pending.turn, pending.step) != (data["turn"], data["step"]) or pending.finished
+            pending.turn != turn or pending.step != step or pending.finished
         ):
             self._settle_unclaimed(out)
             pending = None
         if pending is None:
-            pending = self._pending = _Attempt(data["turn"], data["step"], seq)
-        else:
+            pending = self._pending = _Attempt(turn, step, seq)
+        elif self._held:
             self._release_held(out)
         if self._cut is not None and pending.first_seq < self._cut <= seq:
             raise self._refuse(
@@ -310,8 +348,8 @@ class V1ToV2Stage:
                 "assistant/chunk",
             )
         pending.seqs.append(seq)
-        pending.stream.add(row["time"], chunk)
-        pending.last_time = row["time"]
+        pending.stream.add(time, chunk)
+        pending.last_time = time
         pending.finished = chunk["type"] == "finish"
         self._map.record(seq, CONSUMED)
 

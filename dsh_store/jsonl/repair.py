@@ -9,7 +9,9 @@ same arguments picks up from what is on disk and ends in the same state):
    (created or overwritten, mode 0600), fsync it.
 3. Publish it as ``<log>.torn-<offset>`` with ``os.link`` (never overwrites). If that name
    already exists with the same bytes -- an earlier run crashed after publishing -- it is
-   reused; with different bytes the repair stops with :class:`SidecarConflictError`.
+   reused. If it holds different bytes (a later crash tore the log again at the same
+   offset), the next free name ``<log>.torn-<offset>.2``, ``.3``, ... is used the same way,
+   so no torn byte is ever overwritten or dropped and a repeat still finds its own copy.
    Remove the scratch name and fsync the directory. Failpoint ``repair.after-sidecar``.
 4. ``ftruncate`` the log to ``offset`` and fsync it. Failpoint ``repair.after-truncate``.
 
@@ -26,34 +28,21 @@ from pathlib import Path
 from ..errors import ConcurrentModificationError, DshStoreError, StorageError
 from .failpoints import failpoint
 
-__all__ = ["SidecarConflictError", "commit_truncation", "sidecar_path"]
+__all__ = ["commit_truncation", "sidecar_path"]
 
 _COPY_BLOCK = 1 << 20
 _SIDECAR_MODE = 0o600
 
 
-class SidecarConflictError(DshStoreError):
-    """A sidecar for this offset already exists and holds different bytes than the tail.
+def sidecar_path(path: str | os.PathLike[str], offset: int, number: int = 1) -> Path:
+    """Name of the ``number``-th sidecar that keeps bytes cut from ``path`` at ``offset``.
 
-    Nothing was truncated. Someone must decide which bytes matter: compare the sidecar
-    with the log's tail, move the sidecar aside, and run the repair again.
+    The first is ``<log>.torn-<offset>``; later different tails cut at the same offset go
+    to ``<log>.torn-<offset>.<number>``.
     """
-
-    def __init__(self, path: str, sidecar: str, offset: int) -> None:
-        super().__init__(
-            f"{path}: cannot move the crash tail at byte {offset} aside: {sidecar} already "
-            "exists with different content; the log was not modified — compare the two, move "
-            "the old sidecar away, then repair again",
-            path=path,
-            sidecar=sidecar,
-            offset=offset,
-        )
-
-
-def sidecar_path(path: str | os.PathLike[str], offset: int) -> Path:
-    """Name of the sidecar that keeps the bytes cut from ``path`` at ``offset``."""
     log = Path(path)
-    return log.with_name(f"{log.name}.torn-{offset}")
+    suffix = "" if number == 1 else f".{number}"
+    return log.with_name(f"{log.name}.torn-{offset}{suffix}")
 
 
 def commit_truncation(
@@ -92,8 +81,7 @@ def _commit_truncation(log: Path, offset: int, expected_size: int | None) -> Pat
             raise ConcurrentModificationError(
                 str(log), f"it is {size} bytes long, the scan saw {expected_size}"
             )
-        sidecar = sidecar_path(log, offset)
-        _publish_sidecar(fd, log, sidecar, offset, size)
+        sidecar = _publish_sidecar(fd, log, offset, size)
         failpoint("repair.after-sidecar")
         os.ftruncate(fd, offset)
         os.fsync(fd)
@@ -103,15 +91,20 @@ def _commit_truncation(log: Path, offset: int, expected_size: int | None) -> Pat
         os.close(fd)
 
 
-def _publish_sidecar(fd: int, log: Path, sidecar: Path, offset: int, size: int) -> None:
+def _publish_sidecar(fd: int, log: Path, offset: int, size: int) -> Path:
     """Steps 2-3 of the protocol: a complete, fsynced sidecar under its final name."""
-    scratch = sidecar.with_name(sidecar.name + ".partial")
-    if sidecar.exists():
-        _require_same_bytes(fd, log, sidecar, offset, size)
-        _fsync_path(sidecar)
-        scratch.unlink(missing_ok=True)
-        _fsync_dir(log.parent)
-        return
+    scratch = sidecar_path(log, offset).with_name(sidecar_path(log, offset).name + ".partial")
+    number = 1
+    while True:
+        sidecar = sidecar_path(log, offset, number)
+        if not sidecar.exists():
+            break
+        if _same_bytes(fd, sidecar, offset, size):
+            _fsync_path(sidecar)
+            scratch.unlink(missing_ok=True)
+            _fsync_dir(log.parent)
+            return sidecar
+        number += 1
     out = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _SIDECAR_MODE)
     try:
         os.fchmod(out, _SIDECAR_MODE)
@@ -127,13 +120,12 @@ def _publish_sidecar(fd: int, log: Path, sidecar: Path, offset: int, size: int) 
         os.fsync(out)
     finally:
         os.close(out)
-    try:
-        os.link(scratch, sidecar)
-    except FileExistsError:
-        # Someone published it between our check and the link; judge it like a repeat.
-        _require_same_bytes(fd, log, sidecar, offset, size)
+    # The caller holds the session lock, so nobody else publishes between check and link;
+    # link still never overwrites, and a lost race surfaces as FileExistsError.
+    os.link(scratch, sidecar)
     os.unlink(scratch)
     _fsync_dir(log.parent)
+    return sidecar
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -143,18 +135,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _require_same_bytes(fd: int, log: Path, sidecar: Path, offset: int, size: int) -> None:
-    """Raise SidecarConflictError unless ``sidecar`` holds exactly ``log[offset:size]``."""
-    conflict = SidecarConflictError(str(log), str(sidecar), offset)
+def _same_bytes(fd: int, sidecar: Path, offset: int, size: int) -> bool:
+    """Whether ``sidecar`` holds exactly the log's bytes ``[offset:size]``."""
     if sidecar.stat().st_size != size - offset:
-        raise conflict
+        return False
     with open(sidecar, "rb") as existing:
         position = offset
         while position < size:
             expected = os.pread(fd, min(_COPY_BLOCK, size - position), position)
             if not expected or existing.read(len(expected)) != expected:
-                raise conflict
+                return False
             position += len(expected)
+    return True
 
 
 def _fsync_path(path: Path) -> None:

@@ -149,6 +149,8 @@ def encode_source_seqs(seqs: Iterable[int]) -> list[int | list[int]]:
     A list that is not strictly increasing is written verbatim.
     """
     values = list(seqs)
+    if len(values) < _RUN:  # no run to fold; verbatim either way
+        return list(values)
     if any(b <= a for a, b in itertools.pairwise(values)):
         return list(values)
     out: list[int | list[int]] = []
@@ -494,7 +496,7 @@ def encode_line(
         envelope["sourceEventSeqs"] = encode_source_seqs(sources)
     if op is not None:
         envelope["surfaceOp"] = op.to_json() if type(op) is SurfaceReplace else op
-    return jsonvalue.encode(envelope, event_type=event_type, path="") + b"\n"
+    return jsonvalue.encode(envelope, event_type=event_type, path="", newline=True)
 
 
 def make_event(
@@ -508,6 +510,18 @@ def make_event(
     facts: EventFacts,
 ) -> SessionEvent:
     """Wrap already checked and encoded parts (the append fast path)."""
-    event = SessionEvent.__new__(SessionEvent)
-    _init(event, event_type, seq, time, ignorable, op, sources, line, facts)
+    event = _new_event(SessionEvent)
+    # _init, inlined: this runs once per append.
+    _SET_TYPE(event, event_type)
+    _SET_SEQ(event, seq)
+    _SET_TIME(event, time)
+    _SET_IGNORABLE(event, ignorable)
+    _SET_OP(event, op)
+    _SET_SOURCES(event, sources)
+    _SET_LINE(event, line)
+    _SET_FACTS(event, facts)
+    _SET_DATA(event, _UNSET)
     return event
+
+
+_new_event: Final = object.__new__

@@ -59,7 +59,13 @@ class LifecycleState:
     def check(self, event_type: str, seq: int, facts: EventFacts) -> None:
         """Raise :class:`EventValidationError` if the event breaks a lifecycle rule here."""
         if event_type in TURN_STEP_TYPES:
-            self._check_in_step(event_type, seq, facts)
+            if (
+                self.open_step is None
+                or self.open_turn is None
+                or facts.turn != self.open_turn
+                or facts.step != self.open_step
+            ):
+                self._check_in_step(event_type, seq, facts)  # raises the precise error
             if event_type == "tool/call":
                 if facts.call_id in self.called:
                     self._fail(

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import time as _time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple, NoReturn
 
 import orjson
 
-from ._checks import fail, is_count, is_text
+from ..jsonvalue import MAX_SAFE_INTEGER
+from ._checks import fail, is_count
 from .events import (
     SessionEvent,
     SurfaceOp,
+    SurfaceReplace,
     check_envelope,
     encode_line,
     make_event,
@@ -24,7 +26,7 @@ from .lifecycle import LifecycleState
 from .messages import project
 from .shapes import EventFacts, check_payload
 from .surface import SurfaceManager, SurfaceView
-from .vocabulary import KNOWN_TYPES
+from .vocabulary import KNOWN_TYPES, SURFACE_TYPES
 
 __all__ = ["Clock", "EventInput", "Listener", "Session"]
 
@@ -51,14 +53,22 @@ def _wall_clock() -> int:
     return int(_time.time() * 1000)
 
 
-class _Candidate(NamedTuple):
-    type: str
-    data: Any
-    op: SurfaceOp | None
-    sources: tuple[int, ...] | None
-    ignorable: bool
-    facts: EventFacts
-    span: tuple[int, int] | None
+_Candidate = tuple[SurfaceOp | None, tuple[int, ...] | None, EventFacts, tuple[int, int] | None]
+"""A checked proposal: surface op, source seqs, payload facts and the replaced span."""
+
+# ``append`` takes a parameter named ``type``; the hot path needs the builtin too.
+_type_of = type
+# Known types that carry neither surfaceOp nor sourceEventSeqs in the common shape.
+_NON_SURFACE_KNOWN: Final = KNOWN_TYPES - SURFACE_TYPES
+
+
+def _clock_invalid(stamp: object, seq: int, event_type: str | None) -> NoReturn:
+    fail(
+        "clock-invalid",
+        f"the clock must return integer epoch milliseconds, got {stamp!r}",
+        seq=seq,
+        event_type=event_type,
+    )
 
 
 class Session:
@@ -288,12 +298,7 @@ class Session:
     def _now(self, seq: int, event_type: str) -> int:
         stamp = self._clock()
         if not is_count(stamp):
-            fail(
-                "clock-invalid",
-                f"the clock must return integer epoch milliseconds, got {stamp!r}",
-                seq=seq,
-                event_type=event_type,
-            )
+            _clock_invalid(stamp, seq, event_type)
         return stamp
 
     # -- appends --------------------------------------------------------------------------
@@ -314,36 +319,33 @@ class Session:
         :raises EventValidationError: the event breaks a rule; the log is unchanged.
         :raises LosslessJsonError: ``data`` is not lossless JSON; the log is unchanged.
         """
-        self._check_writable()
-        seq = len(self._events)
-        candidate = self._candidate(
-            seq,
-            type,
-            data,
-            surface_op,
-            source_event_seqs,
-            ignorable,
-            self._lifecycle,
-            self._surface,
+        # The hot path: the same steps as _candidate/_now/_commit, with the calls that
+        # the common shapes never need left out.
+        if self._publishing:
+            self._check_writable()
+        events = self._events
+        seq = len(events)
+        lifecycle = self._lifecycle
+        op, sources, facts, span = self._candidate(
+            seq, type, data, surface_op, source_event_seqs, ignorable, lifecycle, self._surface
         )
-        stamp = self._now(seq, type)
-        line = encode_line(
-            type, seq, stamp, data, candidate.ignorable, candidate.sources, candidate.op
-        )
-        event = make_event(
-            type,
-            seq,
-            stamp,
-            line,
-            candidate.ignorable,
-            candidate.op,
-            candidate.sources,
-            candidate.facts,
-        )
-        listeners = tuple(self._listeners) if self._listeners else ()
-        self._commit(event, candidate.span)
-        if listeners:
-            self._publish(listeners, (event,))
+        stamp = self._clock()
+        if _type_of(stamp) is not int or not 0 <= stamp <= MAX_SAFE_INTEGER:
+            _clock_invalid(stamp, seq, type)
+        line = encode_line(type, seq, stamp, data, ignorable, sources, op)
+        event = make_event(type, seq, stamp, line, ignorable, op, sources, facts)
+        events.append(event)
+        self._events_view = None
+        if type in KNOWN_TYPES:
+            lifecycle.apply(type, seq, facts)
+            if type in SURFACE_TYPES:
+                self._surface.apply(type, seq, span)
+            elif type == "request/header":
+                self._header_seq = seq
+            elif type == "request/context":
+                self._context_seq = seq
+        if self._listeners:
+            self._publish(tuple(self._listeners), (event,))
         return event
 
     def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
@@ -365,7 +367,7 @@ class Session:
         staged: list[tuple[SessionEvent, tuple[int, int] | None]] = []
         for offset, item in enumerate(items):
             seq = base + offset
-            candidate = self._candidate(
+            op, sources, facts, span = self._candidate(
                 seq,
                 item.type,
                 item.data,
@@ -375,29 +377,12 @@ class Session:
                 lifecycle,
                 surface,
             )
-            line = encode_line(
-                item.type,
-                seq,
-                stamp,
-                item.data,
-                candidate.ignorable,
-                candidate.sources,
-                candidate.op,
-            )
-            event = make_event(
-                item.type,
-                seq,
-                stamp,
-                line,
-                candidate.ignorable,
-                candidate.op,
-                candidate.sources,
-                candidate.facts,
-            )
+            line = encode_line(item.type, seq, stamp, item.data, item.ignorable, sources, op)
+            event = make_event(item.type, seq, stamp, line, item.ignorable, op, sources, facts)
             if item.type in KNOWN_TYPES:
-                lifecycle.apply(item.type, seq, candidate.facts)
-                surface.apply(item.type, seq, candidate.span)
-            staged.append((event, candidate.span))
+                lifecycle.apply(item.type, seq, facts)
+                surface.apply(item.type, seq, span)
+            staged.append((event, span))
         listeners = tuple(self._listeners)
         self._lifecycle = lifecycle
         self._surface = surface
@@ -446,7 +431,7 @@ class Session:
         lifecycle: LifecycleState,
         surface: SurfaceManager,
     ) -> _Candidate:
-        if not is_text(event_type):
+        if _type_of(event_type) is not str or event_type == "":
             fail(
                 "event-type",
                 f"type must be a non-empty string, got {event_type!r:.80}",
@@ -455,15 +440,28 @@ class Session:
             )
         if ignorable is not True and ignorable is not False:
             fail("ignorable-not-true", "ignorable must be a bool", seq=seq, event_type=event_type)
-        op = parse_surface_op(surface_op, seq, event_type)
-        sources = normalize_source_seqs(source_event_seqs, seq, event_type)
-        check_envelope(event_type, seq, op, sources, ignorable, opaque=False)
+        op = None if surface_op is None else parse_surface_op(surface_op, seq, event_type)
+        sources = (
+            None
+            if source_event_seqs is None
+            else normalize_source_seqs(source_event_seqs, seq, event_type)
+        )
+        # check_envelope returns at once for these shapes; skip the call.
+        if not (
+            sources is None
+            and (
+                (op is None and event_type in _NON_SURFACE_KNOWN)
+                or (op == "append" and event_type in SURFACE_TYPES)
+            )
+        ):
+            check_envelope(event_type, seq, op, sources, ignorable, opaque=False)
         facts = check_payload(event_type, data, seq)
         span = None
         if event_type in KNOWN_TYPES:
             lifecycle.check(event_type, seq, facts)
-            span = surface.check(event_type, seq, op, sources)
-        return _Candidate(event_type, data, op, sources, ignorable, facts, span)
+            if _type_of(op) is SurfaceReplace:  # surface.check has nothing to say otherwise
+                span = surface.check(event_type, seq, op, sources)
+        return op, sources, facts, span
 
     def _check_writable(self) -> None:
         if self._publishing:

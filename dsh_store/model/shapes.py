@@ -349,7 +349,7 @@ def _fast_step(data: Any) -> EventFacts | None:
     turn = data.get("turn")
     step = data.get("step")
     if type(turn) is int and type(step) is int and 0 < turn <= _MAX and 0 < step <= _MAX:
-        return _facts(turn, step)
+        return _new_facts(EventFacts, (turn, step, None, (), None, False, True))
     return None
 
 

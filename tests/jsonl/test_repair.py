@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_store.errors import ConcurrentModificationError, DshStoreError
-from dsh_store.jsonl.repair import SidecarConflictError, commit_truncation, sidecar_path
+from dsh_store.errors import ConcurrentModificationError
+from dsh_store.jsonl.repair import commit_truncation, sidecar_path
 
 from .scan_logs import v4_log
 
@@ -88,19 +88,23 @@ def test_identical_sidecar_from_an_earlier_crash_is_reused(log: Path) -> None:
 
 
 @pytest.mark.parametrize("other", [b"", TAIL[:-1], TAIL[:-1] + b"X", TAIL + b"\n"])
-def test_different_sidecar_refuses_and_changes_nothing(log: Path, other: bytes) -> None:
+def test_different_tail_at_the_same_offset_goes_to_the_next_sidecar(
+    log: Path, other: bytes
+) -> None:
     existing = sidecar_path(log, len(GOOD))
     existing.write_bytes(other)
-    before = state(log.parent)
-    with pytest.raises(SidecarConflictError) as caught:
-        commit_truncation(log, len(GOOD))
-    assert isinstance(caught.value, DshStoreError)
-    assert str(caught.value) == (
-        f"{log}: cannot move the crash tail at byte {len(GOOD)} aside: {existing} already "
-        "exists with different content; the log was not modified — compare the two, move the "
-        "old sidecar away, then repair again"
-    )
-    assert state(log.parent) == before
+    second = sidecar_path(log, len(GOOD), 2)
+    assert second.name == f"{log.name}.torn-{len(GOOD)}.2"
+    assert commit_truncation(log, len(GOOD)) == second
+    assert state(log.parent) == {
+        log.name: GOOD,
+        existing.name: other,
+        second.name: TAIL,
+    }
+    # A repeat after a crash finds its own copy again: nothing new is written.
+    log.write_bytes(GOOD + TAIL)
+    assert commit_truncation(log, len(GOOD)) == second
+    assert sorted(state(log.parent)) == sorted([log.name, existing.name, second.name])
 
 
 def test_stale_scratch_from_a_crash_is_replaced(log: Path) -> None:

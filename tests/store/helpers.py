@@ -102,7 +102,8 @@ def complete_turn(live: LiveSession, turn: int, *, first: bool = False) -> None:
         live.append("system/message", system(turn, 1), surface_op="append")
     live.append("user/message", user(f"prompt {turn}", f"m-u{turn}"), surface_op="append")
     live.append(
-        "assistant/message", assistant(turn, 1, f"reply {turn}", mid=f"m-a{turn}"),
+        "assistant/message",
+        assistant(turn, 1, f"reply {turn}", mid=f"m-a{turn}"),
         surface_op="append",
     )
     live.append("step/end", {"turn": turn, "step": 1})
@@ -116,18 +117,22 @@ def tool_turn(live: LiveSession, turn: int) -> None:
     live.append("user/message", user(f"run it {turn}", f"m-u{turn}"), surface_op="append")
     call = f"call-{turn}"
     live.append(
-        "assistant/message", assistant(turn, 1, None, (call,), mid=f"m-a{turn}"),
+        "assistant/message",
+        assistant(turn, 1, None, (call,), mid=f"m-a{turn}"),
         surface_op="append",
     )
     call_event = live.append("tool/call", tool_call(turn, 1, call))
     live.append(
-        "tool/result", tool_result(turn, 1, call, "déjà vu ✓ \"quoted\""),
-        surface_op="append", source_event_seqs=[call_event.seq],
+        "tool/result",
+        tool_result(turn, 1, call, 'déjà vu ✓ "quoted"'),
+        surface_op="append",
+        source_event_seqs=[call_event.seq],
     )
     live.append("step/end", {"turn": turn, "step": 1})
     live.append("step/start", {"turn": turn, "step": 2})
     live.append(
-        "assistant/message", assistant(turn, 2, "fertig — 完成", mid=f"m-a{turn}b"),
+        "assistant/message",
+        assistant(turn, 2, "fertig — 完成", mid=f"m-a{turn}b"),
         surface_op="append",
     )
     live.append("step/end", {"turn": turn, "step": 2})
@@ -163,7 +168,8 @@ def open_tool_turn(
     else:
         replace_user(live, replace_seq)
     live.append(
-        "assistant/message", assistant(turn, 1, None, calls, mid=f"m-a{turn}"),
+        "assistant/message",
+        assistant(turn, 1, None, calls, mid=f"m-a{turn}"),
         surface_op="append",
     )
     for call_id in calls[:logged]:
@@ -199,6 +205,15 @@ def plant(store_root: Path, log: Path, content: bytes) -> Path:
     target.write_bytes(content)
     os.chmod(target, 0o600)
     return target
+
+
+def new_scratch_dir() -> Path:
+    """A new private directory, on tmpfs when there is one; the caller removes it."""
+    import tempfile
+
+    shm = Path("/dev/shm")
+    where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix="dsh-store-test-", dir=where))
 
 
 def fast_dir(tmp_path: Path) -> Path:

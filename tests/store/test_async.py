@@ -90,7 +90,7 @@ def test_the_loop_keeps_running_while_flushes_write(tmp_path: Path) -> None:
 
 
 def test_backpressure_awaits_instead_of_raising(tmp_path: Path) -> None:
-    store = make_store(tmp_path, window_s=3600.0, max_pending_bytes=600, max_batch_bytes=None)
+    store = make_store(tmp_path, window_s=3600.0, max_pending_bytes=700, max_batch_bytes=None)
 
     async def scenario() -> None:
         async with store.anew("a3", cwd=CWD) as live:
@@ -110,6 +110,16 @@ def test_backpressure_awaits_instead_of_raising(tmp_path: Path) -> None:
             assert event.seq == 3
             await live.flush()
             assert live.durable_seq == 3
+            # Blocked again, then closed: the close still writes the waiting event.
+            await live.append("user/message", user("z" * 300, "m-big3"), surface_op="append")
+            again = asyncio.create_task(
+                live.append("user/message", user("w" * 300, "m-big4"), surface_op="append")
+            )
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not again.done()
+
+        assert (await again).seq == 5
 
     asyncio.run(scenario())
-    assert [e["seq"] for e in wire_events(store.locate("a3"))] == [0, 1, 2, 3]
+    assert [e["seq"] for e in wire_events(store.locate("a3"))] == [0, 1, 2, 3, 4, 5]

@@ -70,8 +70,11 @@ def _damage(path: Path, line_no: int, replacement: bytes | None) -> int:
         (b'{"type":"step/start","seq":1,"ti\n', "unparsable-line", "line is not valid JSON"),
         (b"\x00\x00\x00\n", "unparsable-line", "line is not valid JSON"),
         (None, "seq-gap", "expected seq 1, found 2"),
-        (b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n', "seq-duplicate",
-         "expected seq 1, found 0"),
+        (
+            b'{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}\n',
+            "seq-duplicate",
+            "expected seq 1, found 0",
+        ),
     ],
 )
 def test_damage_before_a_later_turn_end_is_corruption(
@@ -123,7 +126,9 @@ def test_newer_version_is_unsupported_never_corrupt(tmp_path: Path) -> None:
     path.write_bytes(orjson.dumps(header) + b"\n" + b"".join(lines[1:]) + b"\x00garbage")
     before = snapshot(path)
     for call in (store.load, store.open, store.inspect, read_log):
-        with pytest.raises(UnsupportedVersionError, match="written by a newer writer; upgrade") as e:
+        with pytest.raises(
+            UnsupportedVersionError, match="written by a newer writer; upgrade"
+        ) as e:
             call(path if call is read_log else "s1")  # type: ignore[operator]
         assert e.value.version == 5  # type: ignore[attr-defined]
     report = examine(path)
@@ -139,3 +144,26 @@ def test_a_newer_generation_beside_the_log_wins(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedVersionError, match="session format version 5 is not supported"):
         store.load("s1")
     assert store.list() == []  # an unreadable newest generation is not listed
+
+
+def test_a_second_torn_tail_at_the_same_offset_gets_its_own_sidecar(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    path = _two_turns(store)
+    clean = path.read_bytes()
+    with open(path, "ab") as log:
+        log.write(b'{"torn-A')
+    assert store.load("s1").classification == "ok"
+    assert path.read_bytes() == clean
+    # The log is torn again at exactly the same offset (e.g. a lost later batch).
+    with open(path, "ab") as log:
+        log.write(b'{"torn-B')
+    assert store.load("s1").classification == "ok"
+    assert path.read_bytes() == clean
+    saved = {sidecar.name: sidecar.read_bytes() for sidecar in sidecars(path)}
+    assert saved == {
+        f"session.v4.jsonl.torn-{len(clean)}": b'{"torn-A',
+        f"session.v4.jsonl.torn-{len(clean)}.2": b'{"torn-B',
+    }
+    # Loading again writes nothing new.
+    assert store.load("s1").classification == "ok"
+    assert {sidecar.name for sidecar in sidecars(path)} == set(saved)

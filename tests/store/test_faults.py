@@ -31,7 +31,9 @@ class Faults:
         self.remaining: dict[str, int | None] = {}
         self.hits: dict[str, int] = {}
 
-    def arm(self, call: str, code: int, *, times: int | None = None, inode: int | None = None) -> None:
+    def arm(
+        self, call: str, code: int, *, times: int | None = None, inode: int | None = None
+    ) -> None:
         self.inode = inode
         self.remaining[call] = times
         self.hits[call] = 0

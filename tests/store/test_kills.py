@@ -22,10 +22,9 @@ import orjson
 import pytest
 
 from dsh_store.errors import SessionNotFoundError
-from dsh_store.store import JsonlStore
+from tests.conftest import REPO
 
 from .helpers import CWD, complete_turn, fast_dir, make_store, sidecars, snapshot
-from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +39,9 @@ def root(tmp_path: Path) -> Iterator[Path]:
     shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _start(root: Path, turns: int, failpoint: str | None = None, skip: int = 0) -> subprocess.Popen[bytes]:
+def _start(
+    root: Path, turns: int, failpoint: str | None = None, skip: int = 0
+) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_STORE_FAILPOINT")}
     if failpoint is not None:
         env["DSH_STORE_FAILPOINT"] = failpoint
@@ -58,7 +59,9 @@ def _acks(output: bytes) -> list[dict[str, Any]]:
     return [orjson.loads(line[4:]) for line in output.splitlines() if line.startswith(b"ACK ")]
 
 
-def _run_to_failpoint(root: Path, failpoint: str, skip: int = 0, turns: int = 6) -> list[dict[str, Any]]:
+def _run_to_failpoint(
+    root: Path, failpoint: str, skip: int = 0, turns: int = 6
+) -> list[dict[str, Any]]:
     child = _start(root, turns, failpoint, skip)
     output, _ = child.communicate(timeout=60)
     assert child.returncode == -signal.SIGKILL, (failpoint, skip, output[-300:])

@@ -13,9 +13,9 @@ import pytest
 from dsh_store.errors import ConcurrentModificationError, SessionLockedError
 from dsh_store.restore import examine
 from dsh_store.store import repair_file
+from tests.conftest import REPO
 
 from .helpers import CWD, complete_turn, make_store, snapshot
-from tests.conftest import REPO
 
 HOLDER = textwrap.dedent(
     """
@@ -97,7 +97,7 @@ def test_same_process_second_writer_is_refused(tmp_path: Path) -> None:
     with store.new("s1", cwd=CWD) as live:
         complete_turn(live, 1)
         live.flush()
-        with pytest.raises(SessionLockedError, match="lock .*session.lock is held"):
+        with pytest.raises(SessionLockedError, match=r"lock .*session\.lock is held"):
             store.open("s1")
     with store.open("s1"):
         pass
