@@ -144,18 +144,25 @@ def check_loaded(
     """Check a value decoded from ``encoded`` bytes read from disk.
 
     Decoding already excludes NaN, Infinity, foreign objects and non-str keys, so only
-    ``-0.0`` and unsafe integers can remain; the byte pre-check keeps this cheap.
+    ``-0.0`` and unsafe integers can remain; a one-pass byte pre-check keeps this cheap.
     """
-    if b"-0" in encoded or _has_long_digit_run(encoded):
+    if _suspect_loaded(encoded):
         check_json(value, event_type=event_type, path=path)
 
 
-_DIGIT_RUN: Final = re.compile(rb"[0-9]{16}")
+# Digits become "0", "-" stays, every other byte becomes a space: a -0.0 float is written
+# "-0." or "-0e" (-> "-0 "), and any integer beyond 2^53 - 1 has at least 16 digits.
+_DIGIT_SHAPE: Final = bytes(
+    ord("0") if chr(byte).isdigit() and byte < 128 else (byte if byte == ord("-") else ord(" "))
+    for byte in range(256)
+)
+_NEGATIVE_ZERO_SHAPE: Final = b"-0 "
+_UNSAFE_DIGITS_SHAPE: Final = b"0" * 16
 
 
-def _has_long_digit_run(encoded: bytes) -> bool:
-    # Any integer beyond 2^53 - 1 has at least 16 digits.
-    return _DIGIT_RUN.search(encoded) is not None
+def _suspect_loaded(encoded: bytes) -> bool:
+    shape = encoded.translate(_DIGIT_SHAPE)
+    return _NEGATIVE_ZERO_SHAPE in shape or _UNSAFE_DIGITS_SHAPE in shape
 
 
 def format_path(parts: Iterator[str | int] | list[str | int], root: str = "$") -> str:

@@ -202,3 +202,16 @@ def _as_lists(value: object) -> object:
     if isinstance(value, list | tuple):
         return [_as_lists(item) for item in value]
     return value
+
+
+@pytest.mark.parametrize("raw", [b"[-0.0]", b'{"a":-0e0}', b'{"a":[1,-0.00]}', b"-0E3"])
+def test_check_loaded_finds_every_spelling_of_negative_zero(raw: bytes) -> None:
+    with pytest.raises(LosslessJsonError, match="-0.0 does not survive"):
+        check_loaded(raw, orjson.loads(raw), path="data")
+
+
+@pytest.mark.parametrize(
+    "raw", [b'{"d":"2024-01-05"}', b'{"n":-0}', b'{"n":-1.5e-07}', b"[123456789012345]"]
+)
+def test_check_loaded_accepts_lookalikes(raw: bytes) -> None:
+    check_loaded(raw, orjson.loads(raw), path="data")

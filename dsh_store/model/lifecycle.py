@@ -59,6 +59,10 @@ class LifecycleState:
     def check(self, event_type: str, seq: int, facts: EventFacts) -> None:
         """Raise :class:`EventValidationError` if the event breaks a lifecycle rule here."""
         if event_type in TURN_STEP_TYPES:
+            if event_type == "assistant/attempt" and self.open_turn is None:
+                # A settled attempt logged with no turn open (a loop resumed mid-attempt,
+                # as real V0 logs show) stands alone: it projects nothing and opens nothing.
+                return
             if (
                 self.open_step is None
                 or self.open_turn is None

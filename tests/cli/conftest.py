@@ -157,7 +157,7 @@ def run_script(
     full_env = {key: value for key, value in os.environ.items() if key != "NO_COLOR"}
     full_env.update(env or {})
     return subprocess.run(
-        [str(CONSOLE_SCRIPT), *map(os.fspath, args)],
+        [str(CONSOLE_SCRIPT), *(os.fspath(arg) for arg in args)],
         capture_output=True,
         text=True,
         cwd=cwd,

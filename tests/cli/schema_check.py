@@ -7,7 +7,7 @@ additionalProperties (false or a schema), propertyNames, items, minimum.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from tests.conftest import REPO
 
@@ -16,6 +16,26 @@ KNOWN = {
     "$schema", "$id", "title", "description", "type", "enum", "properties", "required",
     "additionalProperties", "propertyNames", "items", "minimum",
 }  # fmt: skip
+
+
+class VerifyFinding(TypedDict):
+    """One ``files[].findings[]`` item of ``docs/schemas/verify.schema.json``."""
+
+    rule: str
+    message: str
+    line: int | None
+    offset: int | None
+    seq: int | None
+
+
+class VerifyFile(TypedDict):
+    """One ``files[]`` item of ``docs/schemas/verify.schema.json``."""
+
+    path: str
+    classification: str
+    version: int | None
+    events: int | None
+    findings: list[VerifyFinding]
 
 
 def load_schema(name: str) -> dict[str, Any]:

@@ -8,17 +8,13 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import CORPUS, corpus_manifest, prepare_corpus_file, run_script
-from tests.cli.schema_check import errors, load_schema
+from tests.cli.schema_check import VerifyFile, errors, load_schema
 
 # The migrated corpus may hold an open turn or a torn tail; both still "restore".
 RESTORED = {"ok", "needs-migration", "open-turn", "torn-tail"}
 
 # Known library defects (reported): these v0 logs start with chunks and no turn/start;
 # the manifest expects them to restore, the model rejects the upgraded events.
-KNOWN_RESTORE_DEFECTS = {
-    "examples/headless-agent/tests/snapshots/ralph-loop/session.1.jsonl",
-    "examples/headless-agent/tests/snapshots/ralph-loop/session.2.jsonl",
-}
 
 
 def _expected(entry: dict[str, object]) -> set[str]:
@@ -30,7 +26,7 @@ def _expected(entry: dict[str, object]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def corpus_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict]]:
+def corpus_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, VerifyFile]]:
     root = tmp_path_factory.mktemp("corpus")
     for entry in corpus_manifest():
         prepare_corpus_file(CORPUS / str(entry["path"]), root / str(entry["path"]))
@@ -42,7 +38,9 @@ def corpus_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     return root, files
 
 
-def test_corpus_covers_every_manifest_entry(corpus_report: tuple[Path, dict[str, dict]]) -> None:
+def test_corpus_covers_every_manifest_entry(
+    corpus_report: tuple[Path, dict[str, VerifyFile]],
+) -> None:
     _, files = corpus_report
     assert set(files) == {str(entry["path"]) for entry in corpus_manifest()}
 
@@ -50,12 +48,8 @@ def test_corpus_covers_every_manifest_entry(corpus_report: tuple[Path, dict[str,
 @pytest.mark.parametrize("entry", corpus_manifest(), ids=lambda entry: str(entry["path"]))
 def test_corpus_file_is_classified_as_the_manifest_expects(
     entry: dict[str, object],
-    corpus_report: tuple[Path, dict[str, dict]],
-    request: pytest.FixtureRequest,
+    corpus_report: tuple[Path, dict[str, VerifyFile]],
 ) -> None:
-    if entry["path"] in KNOWN_RESTORE_DEFECTS:
-        reason = "library defect: upgraded events rejected with outside-turn (reported)"
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     _, files = corpus_report
     report = files[str(entry["path"])]
     assert report["classification"] in _expected(entry), report
@@ -66,7 +60,9 @@ def test_corpus_file_is_classified_as_the_manifest_expects(
         assert report["events"] is not None
 
 
-def test_seq_gap_is_corrupt_with_its_location(corpus_report: tuple[Path, dict[str, dict]]) -> None:
+def test_seq_gap_is_corrupt_with_its_location(
+    corpus_report: tuple[Path, dict[str, VerifyFile]],
+) -> None:
     _, files = corpus_report
     gaps = [e for e in corpus_manifest() if e.get("reason_class") == "seq gap"]
     assert gaps

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from click.testing import Result
 
-from tests.cli.conftest import REPO, run_script
+from tests.cli.conftest import run_script
+from tests.conftest import REPO
 
 Invoke = Callable[..., Result]
 

@@ -10,12 +10,12 @@ from click.testing import Result
 
 from dsh_store.verify import counts_as_failure, iter_log_files, verify_paths
 from tests.cli.conftest import record_session, snapshot_tree, write_header
-from tests.cli.schema_check import errors, load_schema
+from tests.cli.schema_check import VerifyFile, errors, load_schema
 
 Invoke = Callable[..., Result]
 
 
-def _by_path(output: str, root: Path) -> dict[str, dict[str, object]]:
+def _by_path(output: str, root: Path) -> dict[str, VerifyFile]:
     document = json.loads(output)
     return {str(Path(f["path"]).relative_to(root)): f for f in document["files"]}
 

@@ -94,12 +94,12 @@ def refused(
     with pytest.raises(MigrationRefusedError) as caught:
         call()
     error = caught.value
-    assert error.rule == rule  # type: ignore[attr-defined]
-    assert error.seq == seq  # type: ignore[attr-defined]
-    assert error.event_type == event_type  # type: ignore[attr-defined]
-    assert error.edge == edge  # type: ignore[attr-defined]
-    assert error.path == PATH  # type: ignore[attr-defined]
-    assert detail in error.detail  # type: ignore[attr-defined]
+    assert error.rule == rule
+    assert error.seq == seq
+    assert error.event_type == event_type
+    assert error.edge == edge
+    assert error.path == PATH
+    assert detail in error.detail
     assert f"[rule: {rule}]" in str(error)
     return error
 

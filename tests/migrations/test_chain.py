@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,7 +164,7 @@ def test_upgrade_refuses_unknown_versions() -> None:
 
 
 def test_upgrade_is_lazy_and_intermediate_versions_stay_in_memory(tmp_path: Path) -> None:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}},
         {
             "type": "turn/end",
@@ -175,7 +176,7 @@ def test_upgrade_is_lazy_and_intermediate_versions_stay_in_memory(tmp_path: Path
     ]
     consumed: list[int] = []
 
-    def source() -> Any:
+    def source() -> Iterator[dict[str, Any]]:
         for row in rows:
             consumed.append(row["seq"])
             yield row

@@ -30,11 +30,6 @@ MANIFEST = CORPUS / "manifest.json"
 
 # The model requires assistant/attempt inside an open step; these upstream snapshots
 # hold a bare chunk run with no turn or step, which the chain turns into a lone attempt.
-MODEL_REJECTS_STANDALONE_ATTEMPT = {
-    "examples/headless-agent/tests/snapshots/ralph-loop/session.1.jsonl",
-    "examples/headless-agent/tests/snapshots/ralph-loop/session.2.jsonl",
-}
-
 pytestmark = pytest.mark.skipif(not MANIFEST.exists(), reason="shared corpus not present")
 
 
@@ -43,15 +38,7 @@ def _entries() -> list[Any]:
         return []
     params = []
     for entry in json.loads(MANIFEST.read_text())["files"]:
-        marks = []
-        if entry["path"] in MODEL_REJECTS_STANDALONE_ATTEMPT:
-            marks.append(
-                pytest.mark.xfail(
-                    strict=True,
-                    reason="model: assistant/attempt outside a turn is refused (outside-turn)",
-                )
-            )
-        params.append(pytest.param(entry, id=entry["path"], marks=marks))
+        params.append(pytest.param(entry, id=entry["path"]))
     return params
 
 

@@ -111,7 +111,7 @@ def test_corpus_file_migrates_or_is_refused_by_rule(entry: dict[str, Any]) -> No
         assert entry["expected"] == "refuse", f"restore file refused: {error}"
         reason_rule = entry.get("reason_class")
         if reason_rule in EARLY_RULES:
-            assert error.rule == reason_rule  # type: ignore[attr-defined]
+            assert error.rule == reason_rule
         return
     assert [row["seq"] for row in out] == list(range(len(out)))
     assert not any(row["type"] == "assistant/chunk" for row in out)

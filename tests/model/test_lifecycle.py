@@ -209,3 +209,21 @@ def test_restore_applies_lifecycle_rules_with_the_seq() -> None:
         restore(events)
     assert caught.value.rule == "step-number" and caught.value.seq == 1
     assert "expected step 1" in str(caught.value)
+
+
+def attempt(turn: int, step: int) -> dict[str, Any]:
+    return {"turn": turn, "step": step, "stream": []}
+
+
+def test_a_settled_attempt_may_stand_outside_any_turn() -> None:
+    """Real V0 logs hold attempts settled while no turn was open; they project nothing."""
+    session = new_session()
+    settled = session.append("assistant/attempt", attempt(1, 1))
+    assert session.is_balanced and session.derive_messages() == []
+    assert restore([settled]).seq == 1
+    # Inside a turn the attempt must still name the open step.
+    session.append("turn/start", {"turn": 1})
+    expect("outside-step", "no step of turn 1 is open", session, "assistant/attempt", attempt(1, 1))
+    session.append("step/start", {"turn": 1, "step": 1})
+    expect("step-mismatch", "names step 2", session, "assistant/attempt", attempt(1, 2))
+    session.append("assistant/attempt", attempt(1, 1))

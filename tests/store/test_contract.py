@@ -374,7 +374,10 @@ def test_file_and_directory_modes(tmp_path: Path) -> None:
         store.load("s1")
     finally:
         os.umask(old)
-    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+
+    def mode(p: Path) -> int:
+        return stat.S_IMODE(p.stat().st_mode)
+
     assert mode(path) == 0o600
     assert mode(path.parent) == 0o700
     assert mode(path.parent.parent) == 0o700

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -19,6 +20,16 @@ def _two_turns(store: JsonlStore) -> Path:
         complete_turn(live, 1, first=True)
         tool_turn(live, 2)
         return live.path
+
+
+def _readers(store: JsonlStore, path: Path) -> tuple[Callable[[], object], ...]:
+    """Every read entry point for session s1: the store's by id, ``read_log`` by path."""
+    return (
+        lambda: store.load("s1"),
+        lambda: store.open("s1"),
+        lambda: store.inspect("s1"),
+        lambda: read_log(path),
+    )
 
 
 @pytest.mark.parametrize(
@@ -84,9 +95,9 @@ def test_damage_before_a_later_turn_end_is_corruption(
     path = _two_turns(store)
     offset = _damage(path, 3, replacement)  # line 3 holds seq 1
     before = snapshot(path)
-    for call in (store.load, store.open, store.inspect, read_log):
+    for call in _readers(store, path):
         with pytest.raises(CorruptLogError, match="corrupt session log") as caught:
-            call(path if call is read_log else "s1")  # type: ignore[operator]
+            call()
         error = caught.value
         assert (error.line, error.offset, error.rule) == (3, offset, rule)
         assert detail in str(error)
@@ -125,12 +136,12 @@ def test_newer_version_is_unsupported_never_corrupt(tmp_path: Path) -> None:
     header["futureField"] = {"x": 1}
     path.write_bytes(orjson.dumps(header) + b"\n" + b"".join(lines[1:]) + b"\x00garbage")
     before = snapshot(path)
-    for call in (store.load, store.open, store.inspect, read_log):
+    for call in _readers(store, path):
         with pytest.raises(
             UnsupportedVersionError, match="written by a newer writer; upgrade"
         ) as e:
-            call(path if call is read_log else "s1")  # type: ignore[operator]
-        assert e.value.version == 5  # type: ignore[attr-defined]
+            call()
+        assert e.value.version == 5
     report = examine(path)
     assert (report.classification, report.version) == ("unsupported-version", 5)
     assert snapshot(path) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -102,7 +103,7 @@ def _files(v4: dict[str, bytes]) -> dict[str, bytes]:
     }
 
 
-PRECEDENCE = {
+PRECEDENCE: dict[str, tuple[Callable[[dict[str, bytes]], bytes], str]] = {
     # file -> (bytes builder, expected): the first applicable classification wins.
     "torn-over-open": (lambda v4: v4["open"] + b"\x00" * 8, "torn-tail"),
     "corrupt-over-torn": (lambda v4: _corrupt(v4["ok"]) + b"garbage", "corrupt"),

@@ -46,7 +46,7 @@ CONTENDER = textwrap.dedent(
 )
 
 
-def _python(code: str, root: Path, **kwargs: object) -> subprocess.Popen[str]:
+def _python(code: str, root: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen(
         [sys.executable, "-c", code, str(root)],
@@ -55,7 +55,6 @@ def _python(code: str, root: Path, **kwargs: object) -> subprocess.Popen[str]:
         text=True,
         cwd=REPO,
         env=env,
-        **kwargs,  # type: ignore[arg-type]
     )
 
 

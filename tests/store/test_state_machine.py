@@ -78,7 +78,11 @@ class StoreMachine(RuleBasedStateMachine):
     def crash(self, cut: float, junk: bytes) -> None:
         assert self.live is not None
         on_disk = self.path.read_bytes() if self.path.exists() else b""
-        length = self.acked_size + int((len(on_disk) - self.acked_size) * cut)
+        floor = self.acked_size
+        if on_disk and floor == 0:
+            # Materialization is atomic: once the file exists it holds at least the header.
+            floor = on_disk.index(b"\n") + 1
+        length = floor + int((len(on_disk) - floor) * cut)
         old_path = self.path
         self.live.close()  # in the old root, which is thrown away
         self.store = self._fresh_store()
