@@ -360,7 +360,15 @@ def examine(
             "corrupt",
             _header_version(log),
             None,
-            (Finding(error.rule, error.message, error.line, error.offset, error.seq),),
+            (
+                Finding(
+                    error.rule,
+                    f"committed corruption: {error.detail}; the file is left as it is",
+                    error.line,
+                    error.offset,
+                    error.seq,
+                ),
+            ),
         )
     except MigrationRefusedError as error:
         return FileReport(
@@ -368,7 +376,7 @@ def examine(
             "refused",
             _header_version(log),
             None,
-            (Finding(f"refused: {error.rule}", error.message, error.line, None, error.seq),),
+            (Finding(f"refused: {error.rule}", _refusal_text(error), error.line, None, error.seq),),
         )
     except (EventValidationError, LosslessJsonError) as error:
         return FileReport(
@@ -401,6 +409,12 @@ def check_stream_session(header: SessionHeader, events: Iterable[SessionEvent]) 
     checked = StreamCheck.from_restore(header, events)
     assert isinstance(checked, StreamCheck)
     return checked
+
+
+def _refusal_text(error: MigrationRefusedError) -> str:
+    where = f" at edge {error.edge}" if error.edge else ""
+    kind = f" ({error.event_type})" if error.event_type else ""
+    return f"the migration chain refuses this log{where}{kind}: {error.detail}"
 
 
 def classify(path: str | os.PathLike[str]) -> str:
