@@ -9,7 +9,7 @@ file. A *store file* is a generation file in a session directory (``session.json
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,18 +39,33 @@ def is_store_file(path: Path) -> bool:
 
 
 class MigrationRequest:
-    """How to migrate one file: where it goes and whether anything may be written."""
+    """How to migrate one file: where it goes and whether anything may be written.
 
-    __slots__ = ("dry_run", "in_place", "output", "source")
+    ``child_headers`` are the header rows of the sessions in the same store naming this
+    one as parent (None for a loose file: unknown).
+    """
 
-    def __init__(self, source: Path, output: Path | None, in_place: bool, dry_run: bool) -> None:
+    __slots__ = ("child_headers", "dry_run", "in_place", "output", "source")
+
+    def __init__(
+        self,
+        source: Path,
+        output: Path | None,
+        in_place: bool,
+        dry_run: bool,
+        child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    ) -> None:
         self.source = source
         self.output = output
         self.in_place = in_place
         self.dry_run = dry_run
+        self.child_headers = child_headers
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (MigrationRequest, (self.source, self.output, self.in_place, self.dry_run))
+        return (
+            MigrationRequest,
+            (self.source, self.output, self.in_place, self.dry_run, self.child_headers),
+        )
 
 
 def migrate_paths(
@@ -80,6 +95,7 @@ def migrate_paths(
             f"--output takes exactly one source file; {len(files)} logs were given"
         )
     requests: list[MigrationRequest] = []
+    children = _ChildEvidence()
     for file in files:
         loose = output is not None or not is_store_file(file)
         if loose and output is None and not in_place and not dry_run and _needs_upgrade(file):
@@ -90,9 +106,33 @@ def migrate_paths(
                 None if output is None else Path(output),
                 in_place and loose,
                 dry_run,
+                None if loose else children.of(file),
             )
         )
     return map_files(migrate_one, requests, jobs=jobs, progress=progress)
+
+
+class _ChildEvidence:
+    """Child-session headers of store files, one index per store root (headers only)."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[Path, dict[str, tuple[Mapping[str, Any], ...]]] = {}
+
+    def of(self, file: Path) -> tuple[Mapping[str, Any], ...] | None:
+        from .jsonl.scan import LogScanner
+        from .store import JsonlStore
+
+        if layout.generation_version(file.name) == layout.CURRENT_VERSION:
+            return None  # a current log is not upgraded
+        root = file.resolve().parents[2]  # <root>/<project>/<session>/<generation file>
+        if root not in self._indexes:
+            self._indexes[root] = JsonlStore(root).children_index()
+        try:
+            info = LogScanner(file).read_header()
+        except (DshStoreError, OSError):
+            return None
+        session_id = None if info is None else info.value.get("id")
+        return self._indexes[root].get(session_id, ()) if isinstance(session_id, str) else None
 
 
 def _needs_upgrade(file: Path) -> bool:
@@ -115,6 +155,7 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
     try:
         result = migrate_file(
             source,
+            child_headers=request.child_headers,
             output=request.output,
             # A loose dry run with no destination still runs the whole chain.
             in_place=request.in_place or loose_dry_run,

@@ -619,7 +619,7 @@ def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> lis
 
     store = JsonlStore(root)
     results: list[MigrationResult] = []
-    for directory in store._session_dirs():
+    for directory in store.session_dirs():
         log = _newest_generation(directory)
         if log is None:
             continue
@@ -630,7 +630,7 @@ def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> lis
             children = None
             if info.version != SESSION_FORMAT_VERSION:
                 session_id = info.value.get("id")
-                children = store._child_headers(session_id) if isinstance(session_id, str) else ()
+                children = store.child_headers(session_id) if isinstance(session_id, str) else ()
             results.append(migrate_file(log, dry_run=dry_run, child_headers=children))
         except DshStoreError as error:
             version = getattr(error, "version", None)

@@ -294,7 +294,8 @@ class JsonlStore:
             return found.parent / layout.generation_name(SESSION_FORMAT_VERSION)
         return layout.log_path(self.root, session_id, None)
 
-    def _session_dirs(self) -> Iterator[Path]:
+    def session_dirs(self) -> Iterator[Path]:
+        """Every session directory under the root (symlinked directories are skipped)."""
         try:
             projects = sorted(self.root.iterdir())
         except FileNotFoundError:
@@ -330,9 +331,18 @@ class JsonlStore:
             raise SessionNotFoundError(session_id, str(self.root))
         return log
 
-    def _child_headers(self, parent_id: str) -> tuple[Mapping[str, Any], ...]:
-        children = []
-        for directory in self._session_dirs():
+    def child_headers(self, parent_id: str) -> tuple[Mapping[str, Any], ...]:
+        """Header rows of the sessions that name ``parent_id`` as their parent.
+
+        The evidence the 3->4 migration edge needs to complete a ``subagent/catalog``;
+        reads first lines only.
+        """
+        return self.children_index().get(parent_id, ())
+
+    def children_index(self) -> dict[str, tuple[Mapping[str, Any], ...]]:
+        """Parent id -> header rows of its child sessions, for the whole root (one pass)."""
+        index: dict[str, list[Mapping[str, Any]]] = {}
+        for directory in self.session_dirs():
             log = _newest_generation(directory)
             if log is None:
                 continue
@@ -340,9 +350,10 @@ class JsonlStore:
                 info = LogScanner(log).read_header()
             except (DshStoreError, OSError):
                 continue
-            if info is not None and info.value.get("parentSession") == parent_id:
-                children.append(info.value)
-        return tuple(children)
+            parent = None if info is None else info.value.get("parentSession")
+            if isinstance(parent, str) and info is not None:
+                index.setdefault(parent, []).append(info.value)
+        return {parent: tuple(children) for parent, children in index.items()}
 
     # -- reading ---------------------------------------------------------------------
 
@@ -385,7 +396,7 @@ class JsonlStore:
     def snapshots(self) -> builtins.list[tuple[SessionHeader, str]]:
         """``(header, revision)`` per stored session; the revision changes with the file."""
         result: builtins.list[tuple[SessionHeader, str]] = []
-        for directory in self._session_dirs():
+        for directory in self.session_dirs():
             log = _newest_generation(directory)
             if log is None:
                 continue
@@ -408,7 +419,7 @@ class JsonlStore:
         children = None
         if info is not None and info.version != SESSION_FORMAT_VERSION:
             session_id = info.value.get("id")
-            children = self._child_headers(session_id) if isinstance(session_id, str) else ()
+            children = self.child_headers(session_id) if isinstance(session_id, str) else ()
         return read_log(log, child_headers=children)
 
     # -- writing ---------------------------------------------------------------------
