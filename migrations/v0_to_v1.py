@@ -63,6 +63,7 @@ from typing import Any
 from dsh_store.errors import MigrationRefusedError
 
 from . import EdgeStage, MigrationContext, Row
+from ._plain_chunks import PLAIN_ROW_KEYS, PlainChunk, plain_chunk
 from .packed import check_packed_row, is_packed_row
 from .v0_vocabulary import (
     EVENT_TYPES,
@@ -90,8 +91,6 @@ _FAILURE_KEYS = frozenset({"message", "code", "status", "providerRetryAfterMs", 
 _DESCRIPTOR_VERSIONS = (1, 2, 3)
 _BASE_ENVELOPE = frozenset({"type", "seq", "time", "data", "ignorable"})
 _SURFACE_ENVELOPE = _BASE_ENVELOPE | {"surfaceOp", "sourceEventSeqs"}
-# The exact shape of an ordinary streamed chunk row, the bulk of every format-0 log.
-_PLAIN_ROW_KEYS = frozenset({"type", "seq", "time", "data"})
 _CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
 
 
@@ -150,14 +149,10 @@ class V0ToV1Stage:
 
     def feed(self, event: Row) -> Iterable[Row]:
         """Normalize one format-0 row; returns exactly one format-1 row."""
-        return [self.feed_one(event)]
-
-    def feed_one(self, event: Row) -> Row:
-        """:meth:`feed` without the list: the one format-1 row for ``event``."""
         # An ordinary chunk row passes every rule of _normalize unchanged (a rename, a
         # removed type, an envelope member or a payload change cannot apply to it); one
         # combined test admits it, anything else takes the full path and its refusals.
-        if event.get("type") == "assistant/chunk" and event.keys() == _PLAIN_ROW_KEYS:
+        if event.get("type") == "assistant/chunk" and event.keys() == PLAIN_ROW_KEYS:
             seq, time, data = event["seq"], event["time"], event["data"]
             if (
                 type(seq) is int
@@ -169,10 +164,21 @@ class V0ToV1Stage:
                 and data.keys() == _CHUNK_DATA_KEYS
             ):
                 self._next_seq = seq + 1
-                return dict(event)
+                return [dict(event)]
         if is_packed_row(event):
-            return self._pass_packed(event)
-        return self._normalize(event)
+            return [self._pass_packed(event)]
+        return [self._normalize(event)]
+
+    def take_plain_chunk(self, event: Row) -> PlainChunk | None:
+        """Count ``event`` and return its fields when it is an ordinary chunk row.
+
+        For a driver that hands such rows straight to the 1->2 stage: this edge would pass
+        them on unchanged. Returns None (and counts nothing) for any other row.
+        """
+        fields = plain_chunk(event, self._next_seq)
+        if fields is not None:
+            self._next_seq += 1
+        return fields
 
     def finish(self) -> Iterable[Row]:
         """Nothing is ever held back; only check that the inherited cut lies in the log."""

@@ -68,16 +68,11 @@ from typing import Any
 from dsh_store.errors import MigrationRefusedError
 
 from . import EdgeStage, MigrationContext, Row
+from ._plain_chunks import PlainChunk, plain_chunk
 from .packed import expand_packed_row, is_packed_row
 from .seqmap import CONSUMED, SeqMap, expand_seq_list
 from .streams import StreamBuilder
-from .v0_vocabulary import (
-    EVENT_TYPES,
-    MAX_SAFE_INTEGER,
-    SURFACE_TYPES,
-    is_safe_int,
-    payload_problem,
-)
+from .v0_vocabulary import EVENT_TYPES, SURFACE_TYPES, is_safe_int, payload_problem
 
 __all__ = ["EDGE", "V1ToV2Edge", "V1ToV2Stage"]
 
@@ -87,7 +82,6 @@ _BASE_ENVELOPE = frozenset({"type", "seq", "time", "data", "ignorable"})
 _SURFACE_ENVELOPE = _BASE_ENVELOPE | {"surfaceOp", "sourceEventSeqs"}
 _ATTEMPT_CLOSERS = frozenset({"turn/end", "step/end", "llm/retry", "llm/retry-started"})
 _CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
-_PLAIN_ROW_KEYS = frozenset({"type", "seq", "time", "data"})
 
 
 class V1ToV2Edge:
@@ -188,31 +182,10 @@ class V1ToV2Stage:
     def feed(self, event: Row) -> Iterable[Row]:
         """Take one format-1 row (an event or a packed row); return the events now settled."""
         out: list[Row] = []
-        # An ordinary chunk row passes the envelope, seq and chunk-shape rules in one
-        # combined test; anything else takes the full path below and its refusals.
-        if event.get("type") == "assistant/chunk" and event.keys() == _PLAIN_ROW_KEYS:
-            seq, time, data = event["seq"], event["time"], event["data"]
-            if (
-                type(seq) is int
-                and seq == self._next_source
-                and seq <= MAX_SAFE_INTEGER
-                and type(time) is int
-                and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
-                and type(data) is dict
-                and data.keys() == _CHUNK_DATA_KEYS
-            ):
-                turn, step, chunk = data["turn"], data["step"], data["chunk"]
-                if (
-                    type(turn) is int
-                    and -MAX_SAFE_INTEGER <= turn <= MAX_SAFE_INTEGER
-                    and type(step) is int
-                    and -MAX_SAFE_INTEGER <= step <= MAX_SAFE_INTEGER
-                    and type(chunk) is dict
-                    and type(chunk.get("type")) is str
-                ):
-                    self._next_source = seq + 1
-                    self._add_chunk(seq, time, turn, step, chunk, out)
-                    return out
+        fields = plain_chunk(event, self._next_source)
+        if fields is not None:
+            self.fold_plain_chunk(fields, out)
+            return out
         if is_packed_row(event):
             for chunk in expand_packed_row(event, path=self._path, edge=EDGE_NAME):
                 self._admit_seq(chunk)
@@ -322,12 +295,16 @@ class V1ToV2Stage:
                 seq,
                 "assistant/chunk",
             )
-        self._add_chunk(seq, row["time"], data["turn"], data["step"], chunk, out)
+        self.fold_plain_chunk((seq, row["time"], data["turn"], data["step"], chunk), out)
 
-    def _add_chunk(
-        self, seq: int, time: int, turn: int, step: int, chunk: dict[str, Any], out: list[Row]
-    ) -> None:
-        """Fold one admitted chunk into the pending attempt (settling the previous one)."""
+    def fold_plain_chunk(self, fields: PlainChunk, out: list[Row]) -> None:
+        """Admit a chunk row that passed every admission rule and fold it into its attempt.
+
+        ``fields`` come from :func:`._plain_chunks.plain_chunk` at this stage's next seq
+        (or from the full checks); events settled by it are appended to ``out``.
+        """
+        seq, time, turn, step, chunk = fields
+        self._next_source = seq + 1
         self._after_restart_splice = False
         pending = self._pending
         if pending is not None and (

@@ -13,9 +13,6 @@ from tests.cli.schema_check import VerifyFile, errors, load_schema
 # The migrated corpus may hold an open turn or a torn tail; both still "restore".
 RESTORED = {"ok", "needs-migration", "open-turn", "torn-tail"}
 
-# Known library defects (reported): these v0 logs start with chunks and no turn/start;
-# the manifest expects them to restore, the model rejects the upgraded events.
-
 
 def _expected(entry: dict[str, object]) -> set[str]:
     if entry["expected"] == "restore":
