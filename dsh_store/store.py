@@ -270,7 +270,7 @@ class JsonlStore:
         max_pending_bytes: int | None = DEFAULT_MAX_PENDING_BYTES,
         clock: Clock | None = None,
     ) -> None:
-        self.root = Path(root).absolute()
+        self.root = Path(root).expanduser().absolute()
         if self.root.exists() and not self.root.is_dir():
             raise NotADirectoryError(f"store root {self.root} is not a directory")
         self._writer_options: dict[str, Any] = {
