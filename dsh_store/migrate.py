@@ -615,12 +615,12 @@ def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> lis
     with the reason and do not stop the others. The child headers of each session are
     passed to the chain so the v4 subagent catalog is complete.
     """
-    from .store import JsonlStore, _newest_generation
+    from .store import JsonlStore, newest_generation
 
     store = JsonlStore(root)
     results: list[MigrationResult] = []
     for directory in store.session_dirs():
-        log = _newest_generation(directory)
+        log = newest_generation(directory)
         if log is None:
             continue
         try:

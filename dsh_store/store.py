@@ -70,6 +70,7 @@ __all__ = [
     "NeedsMigrationError",
     "RepairPlan",
     "commit_repair",
+    "newest_generation",
     "repair_file",
 ]
 
@@ -318,7 +319,7 @@ class JsonlStore:
         for project in projects:
             candidate = project / name
             if candidate.is_dir() and not candidate.is_symlink():
-                log = _newest_generation(candidate)
+                log = newest_generation(candidate)
                 if log is not None:
                     matches.append(log)
         if len(matches) > 1:
@@ -343,7 +344,7 @@ class JsonlStore:
         """Parent id -> header rows of its child sessions, for the whole root (one pass)."""
         index: dict[str, list[Mapping[str, Any]]] = {}
         for directory in self.session_dirs():
-            log = _newest_generation(directory)
+            log = newest_generation(directory)
             if log is None:
                 continue
             try:
@@ -397,7 +398,7 @@ class JsonlStore:
         """``(header, revision)`` per stored session; the revision changes with the file."""
         result: builtins.list[tuple[SessionHeader, str]] = []
         for directory in self.session_dirs():
-            log = _newest_generation(directory)
+            log = newest_generation(directory)
             if log is None:
                 continue
             try:
@@ -619,7 +620,7 @@ class JsonlStore:
         return child
 
 
-def _newest_generation(directory: Path) -> Path | None:
+def newest_generation(directory: Path) -> Path | None:
     """The log a session directory holds: v4 if present, else its newest older generation."""
     best: tuple[int, Path] | None = None
     try:
@@ -740,22 +741,11 @@ class _Handle:
                 self.lock.release()
 
 
-class LiveSession:
-    """A session open for writing (sync API): appends return at once, writes batch behind.
+class _LiveViews:
+    """What the sync and async live sessions share: read-only views of the open session."""
 
-    ``append`` validates and assigns the seq synchronously and hands the event to the
-    background writer; ``flush`` returns once every event appended so far is durable;
-    ``close`` drains and releases the lock. Use it as a context manager.
-    """
-
-    def __init__(self, handle: _Handle) -> None:
-        self._handle = handle
-        self._queue = ThreadWriteBehind(
-            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
-        )
-        self._closed = False
-        for event in handle.pending_events():
-            self._queue.enqueue(event.seq, event.line)
+    _handle: _Handle
+    _queue: ThreadWriteBehind | AsyncWriteBehind
 
     @property
     def session(self) -> Session:
@@ -781,6 +771,26 @@ class LiveSession:
     def unwritten_events(self) -> tuple[SessionEvent, ...]:
         """Events appended in memory but not known durable (e.g. after a failed write)."""
         return self._handle.unwritten(self._queue.durable_seq)
+
+
+class LiveSession(_LiveViews):
+    """A session open for writing (sync API): appends return at once, writes batch behind.
+
+    ``append`` validates and assigns the seq synchronously and hands the event to the
+    background writer; ``flush`` returns once every event appended so far is durable;
+    ``close`` drains and releases the lock. Use it as a context manager.
+    """
+
+    _queue: ThreadWriteBehind
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
+        self._queue = ThreadWriteBehind(
+            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
+        )
+        self._closed = False
+        for event in handle.pending_events():
+            self._queue.enqueue(event.seq, event.line)
 
     def append(
         self,
@@ -882,8 +892,10 @@ class AsyncOpening:
             await self._live.__aexit__(exc_type, exc, tb)
 
 
-class AsyncLiveSession:
+class AsyncLiveSession(_LiveViews):
     """The asyncio twin of :class:`LiveSession`: file I/O runs in the loop's executor."""
+
+    _queue: AsyncWriteBehind
 
     def __init__(self, handle: _Handle) -> None:
         self._handle = handle
@@ -895,31 +907,6 @@ class AsyncLiveSession:
         # Seqs are assigned at append and must reach the queue in that order, even when
         # one append waits for room (backpressure) while another task appends.
         self._order = asyncio.Lock()
-
-    @property
-    def session(self) -> Session:
-        """The in-memory session."""
-        return self._handle.session
-
-    @property
-    def id(self) -> str:
-        """The session id."""
-        return self._handle.session.id
-
-    @property
-    def path(self) -> Path:
-        """The log file this session writes."""
-        return self._handle.path
-
-    @property
-    def durable_seq(self) -> int | None:
-        """Highest seq known durable on disk (None before the first write)."""
-        return self._queue.durable_seq
-
-    @property
-    def unwritten_events(self) -> tuple[SessionEvent, ...]:
-        """Events appended in memory but not known durable (e.g. after a failed write)."""
-        return self._handle.unwritten(self._queue.durable_seq)
 
     async def _start(self) -> None:
         if not self._started:

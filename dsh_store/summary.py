@@ -121,31 +121,15 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
         )
     if not base.is_dir():
         raise NotADirectoryError(20, "store root is not a directory", str(base))
+    from .store import JsonlStore, newest_generation
+
     rows: list[dict[str, Any]] = []
-    for project in sorted(base.iterdir()):
-        if not project.is_dir() or project.is_symlink():
-            continue
-        for directory in sorted(project.iterdir()):
-            if not directory.is_dir() or directory.is_symlink():
-                continue
-            log = _newest_generation(directory)
-            if log is not None:
-                rows.append(session_row(log))
+    for directory in JsonlStore(base).session_dirs():
+        log = newest_generation(directory)
+        if log is not None:
+            rows.append(session_row(log))
     rows.sort(key=lambda row: (str(row["id"]), row["path"]))
     return rows
-
-
-def _newest_generation(directory: Path) -> Path | None:
-    best: tuple[int, Path] | None = None
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return None
-    for entry in entries:
-        version = layout.generation_version(entry.name)
-        if version is not None and entry.is_file() and (best is None or version > best[0]):
-            best = (version, entry)
-    return None if best is None else best[1]
 
 
 def session_row(log: Path) -> dict[str, Any]:

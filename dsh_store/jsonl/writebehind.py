@@ -58,7 +58,28 @@ def _log_background_failure(action: ReportBackgroundFailure) -> None:
     )
 
 
-class ThreadWriteBehind:
+class _QueueState:
+    """The controller-backed views both drivers share."""
+
+    _ctrl: WriteBehindController
+
+    @property
+    def durable_seq(self) -> int | None:
+        """Highest seq made durable (None before the first write)."""
+        return self._ctrl.durable_seq
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Error of the latest failed write; None once a later write succeeded."""
+        return self._ctrl.failure
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held in memory (queued plus in flight); bounded by ``max_pending_bytes``."""
+        return self._ctrl.pending_bytes
+
+
+class ThreadWriteBehind(_QueueState):
     """Write-behind queue whose writes run on one background thread.
 
     :meth:`enqueue` never waits for the disk, except at ``max_pending_bytes``
@@ -96,25 +117,10 @@ class ThreadWriteBehind:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    @property
-    def durable_seq(self) -> int | None:
-        """Highest seq made durable (None before the first write)."""
-        return self._ctrl.durable_seq
-
-    @property
-    def failure(self) -> BaseException | None:
-        """Error of the latest failed write; None once a later write succeeded."""
-        return self._ctrl.failure
-
     def pending_items(self) -> list[tuple[int, bytes]]:
         """``(seq, line)`` of every event not yet durable."""
         with self._cond:
             return self._ctrl.pending_items()
-
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes held in memory (queued plus in flight); bounded by ``max_pending_bytes``."""
-        return self._ctrl.pending_bytes
 
     def enqueue(self, seq: int, line: bytes) -> None:
         """Queue one line; blocks only while ``max_pending_bytes`` is reached.
@@ -244,7 +250,7 @@ class ThreadWriteBehind:
         self._cond.notify_all()  # flushers and producers waiting for room
 
 
-class AsyncWriteBehind:
+class AsyncWriteBehind(_QueueState):
     """The asyncio twin of :class:`ThreadWriteBehind`: same rules, coroutine API.
 
     Timers are event-loop timers; each batch is written by ``sink`` in an
@@ -279,24 +285,9 @@ class AsyncWriteBehind:
         self._write_task: asyncio.Task[None] | None = None
         self._closed = False
 
-    @property
-    def durable_seq(self) -> int | None:
-        """Highest seq made durable (None before the first write)."""
-        return self._ctrl.durable_seq
-
-    @property
-    def failure(self) -> BaseException | None:
-        """Error of the latest failed write; None once a later write succeeded."""
-        return self._ctrl.failure
-
     def pending_items(self) -> list[tuple[int, bytes]]:
         """``(seq, line)`` of every event not yet durable."""
         return self._ctrl.pending_items()
-
-    @property
-    def pending_bytes(self) -> int:
-        """Bytes held in memory (queued plus in flight); bounded by ``max_pending_bytes``."""
-        return self._ctrl.pending_bytes
 
     async def enqueue(self, seq: int, line: bytes) -> None:
         """Queue one line; awaits only while ``max_pending_bytes`` is reached.
