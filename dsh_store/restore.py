@@ -10,6 +10,7 @@ finding instead (DESIGN §6.3).
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -146,7 +147,7 @@ def read_log(
     """
     log = Path(path)
     scanner, version, header, events = _open_events(log, child_headers)
-    with corruption_first(log):
+    with corruption_first(log), _collector_paused():
         try:
             session = Session.from_restore(header, events)
         except EventValidationError as error:
@@ -183,6 +184,24 @@ def _open_events(
         return scanner, info.version, _header_from_row(info.value, log), _current_events(rows, log)
     header, events = _upgraded(info.value, rows, log, child_headers)
     return scanner, info.version, header, events
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector during a bulk load.
+
+    A restore allocates a few acyclic objects per event; with the collector running, its
+    generational passes re-traverse the growing event list again and again (10-20% of a
+    large restore). Nothing a restore builds is cyclic, so pausing frees no less memory.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @contextlib.contextmanager
