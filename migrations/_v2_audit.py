@@ -107,6 +107,10 @@ PAYLOAD_MEMBERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "web/deepseek-search-llm-request": _members("endpoint apiVersion body"),
 }
 
+_ALLOWED_MEMBERS: dict[str, frozenset[str]] = {
+    event_type: required | optional for event_type, (required, optional) in PAYLOAD_MEMBERS.items()
+}
+
 # The feedback events joined the vocabulary at v2 with payloads the format history
 # leaves open, so only their envelope and "data is an object" are checked.
 _OPEN_PAYLOAD_TYPES = frozenset({"feedback/message-put", "feedback/message-delete"})
@@ -155,7 +159,10 @@ def audit_v2_event(event: dict[str, Any]) -> None:
     if not isinstance(data, dict):
         raise AuditFailure("data is not an object", "malformed payload")
     members = PAYLOAD_MEMBERS.get(event_type)
-    if members is not None:
+    # Exact members are one pair of set comparisons; _audit_members names what is wrong.
+    if members is not None and not (
+        data.keys() >= members[0] and data.keys() <= _ALLOWED_MEMBERS[event_type]
+    ):
         _audit_members(data, *members)
     _audit_payload(event_type, data)
     for slot, message in iter_message_slots(event_type, data):
@@ -166,16 +173,18 @@ def audit_v2_event(event: dict[str, Any]) -> None:
 
 def _audit_envelope(event: dict[str, Any], event_type: str) -> None:
     allowed = _SURFACE_ENVELOPE if event_type in SURFACE_TYPES_V2 else _LOG_ONLY_ENVELOPE
-    extra = sorted(set(event) - allowed)
-    if event_type == "assistant/message" and "sourceEventSeqs" in event:
-        extra.append("sourceEventSeqs")
-    if extra:
+    if not event.keys() <= allowed or (
+        event_type == "assistant/message" and "sourceEventSeqs" in event
+    ):
+        extra = sorted(set(event) - allowed)
+        if event_type == "assistant/message" and "sourceEventSeqs" in event:
+            extra.append("sourceEventSeqs")
         raise AuditFailure(
             f"envelope member(s) {', '.join(extra)} not allowed on {event_type!r} in v2",
             "envelope member not allowed",
         )
-    missing = sorted(_ENVELOPE_BASE - set(event))
-    if missing:
+    if not event.keys() >= _ENVELOPE_BASE:
+        missing = sorted(_ENVELOPE_BASE - set(event))
         raise AuditFailure(f"envelope lacks {', '.join(missing)}", "malformed envelope")
     if "ignorable" in event and event["ignorable"] is not True:
         raise AuditFailure("ignorable must be exactly true when present", "malformed envelope")

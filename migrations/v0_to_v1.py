@@ -280,8 +280,8 @@ class V0ToV1Stage:
 
     def _check_envelope(self, row: Row, event_type: str, seq: int) -> None:
         allowed = _SURFACE_ENVELOPE if event_type in SURFACE_TYPES else _BASE_ENVELOPE
-        extra = sorted(row.keys() - allowed)
-        if extra:
+        if not row.keys() <= allowed:
+            extra = sorted(row.keys() - allowed)
             raise self._refuse(
                 "envelope-member",
                 f"{event_type} may not carry envelope member(s) {', '.join(extra)}",

@@ -249,8 +249,9 @@ class V1ToV2Stage:
                 event_type,
             )
         chunk_like = event_type in SURFACE_TYPES or event_type == "assistant/chunk"
-        extra = sorted(row.keys() - (_SURFACE_ENVELOPE if chunk_like else _BASE_ENVELOPE))
-        if extra:
+        allowed = _SURFACE_ENVELOPE if chunk_like else _BASE_ENVELOPE
+        if not row.keys() <= allowed:
+            extra = sorted(row.keys() - allowed)
             raise self._refuse(
                 "envelope-member",
                 f"{event_type} may not carry envelope member(s) {', '.join(extra)}",
