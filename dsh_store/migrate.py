@@ -46,7 +46,7 @@ from .jsonl.files import fsync_dir
 from .jsonl.scan import LogScanner
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
-from .restore import Inspection, read_log, revision_of
+from .restore import Inspection, corruption_first, read_log, revision_of
 
 __all__ = [
     "HEADER_CLASSES",
@@ -237,13 +237,41 @@ def _scanned_rows(scanner: LogScanner) -> Iterator[dict[str, Any]]:
 
 
 def _events(rows: Iterable[Mapping[str, Any]], path: str | None) -> Iterator[SessionEvent]:
-    for row in rows:
+    for row in _typed_refusals(rows, path):
         try:
             yield SessionEvent.from_json(row)
         except EventValidationError as error:
             raise _refusal(error.detail, error.rule, path, row) from None
         except LosslessJsonError as error:
             raise _refusal(str(error), "not-lossless-json", path, row) from None
+
+
+def _typed_refusals(
+    rows: Iterable[Mapping[str, Any]], path: str | None
+) -> Iterator[Mapping[str, Any]]:
+    """The chain's rows; a row shape an edge cannot even read becomes a typed refusal.
+
+    Edges refuse what they recognize as wrong with precise rules; a value of an
+    unexpected JSON type deep in an old row can still trip a plain ``TypeError`` /
+    ``ValueError`` inside an edge. That is bad input, not a crash: it is reported as a
+    ``MigrationRefusedError`` (rule ``unreadable-row``) with the original error chained.
+    """
+    iterator = iter(rows)
+    while True:
+        try:
+            row = next(iterator)
+        except StopIteration:
+            return
+        except DshStoreError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
+            raise MigrationRefusedError(
+                f"an older row has a shape the migration cannot read "
+                f"({type(error).__name__}: {error})",
+                rule="unreadable-row",
+                path=path,
+            ) from error
+        yield row
 
 
 def _refusal(
@@ -378,7 +406,7 @@ def _migrate_to_temp(
     header, events = _upgrade(
         info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
     )
-    with _corruption_first(source):
+    with corruption_first(source):
         temp, count = _write_temp(target, header, events)
     try:
         verified = verify_published(temp)
@@ -405,20 +433,6 @@ def _migrate_to_temp(
         _discard(temp)
         raise
     return temp, count, info.version, revision
-
-
-@contextlib.contextmanager
-def _corruption_first(source: Path) -> Iterator[None]:
-    """Report committed corruption before a refusal (DESIGN §6.3 precedence).
-
-    Rows flow lazily, so an edge may refuse an early event before the scanner reaches a
-    later committed defect; a refused log is therefore scanned to its end once more.
-    """
-    try:
-        yield
-    except MigrationRefusedError:
-        LogScanner(source, chunk_size=_SCAN_CHUNK).exhaust()  # raises CorruptLogError
-        raise
 
 
 def _discard(temp: Path) -> None:
@@ -562,7 +576,7 @@ def _dry_run(
     header, events = _upgrade(
         info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
     )
-    with _corruption_first(source):
+    with corruption_first(source):
         count = _checked(header, events, str(source))
     target = source if in_place else (Path(output) if output is not None else _beside(source))
     return MigrationResult(source, "would-migrate", info.version, target=target, events=count)

@@ -206,3 +206,22 @@ def test_upgrade_is_lazy_and_intermediate_versions_stay_in_memory(tmp_path: Path
 def test_the_package_ships_as_dsh_store_migrations() -> None:
     assert migrations.__name__ == "dsh_store.migrations"
     assert migrations.CURRENT_VERSION == 4
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"type": ["assistant/chunk"], "seq": 0, "time": 1, "data": {}},
+        {"type": {"x": 1}, "seq": 0, "time": 1, "data": {}},
+        {"type": "session/title", "seq": 0, "time": 1, "data": {"title": "t", "messageSeqs": None}},
+    ],
+)
+def test_unreadable_old_rows_are_typed_refusals(row: dict[str, Any]) -> None:
+    from dsh_store.errors import DshStoreError
+
+    header = {"type": "session", "version": 0, "id": "s", "createdAt": 1, "delegationDepth": 0}
+    _, events = upgrade(header, [row], path="/x/session.jsonl")
+    with pytest.raises(DshStoreError) as caught:
+        list(events)
+    assert isinstance(caught.value, MigrationRefusedError), caught.value
+    assert caught.value.path == "/x/session.jsonl"
