@@ -17,11 +17,12 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any, TypeGuard
 
+from dsh_store.model.events import encode_source_seqs
+
 __all__ = [
     "BadReference",
     "SeqShift",
     "decode_seq_list",
-    "encode_seq_list",
     "is_safe_int",
     "remap_payload_references",
     "remap_seq_list",
@@ -117,36 +118,19 @@ def decode_seq_list(value: object, field: str) -> tuple[list[int], bool]:
     return seqs, had_ranges
 
 
-def encode_seq_list(seqs: list[int]) -> list[Any]:
-    """Range-encode a seq list: runs of 3+ consecutive seqs become ``[start, end]`` pairs.
-
-    A list that is not strictly increasing is returned verbatim (it cannot be encoded).
-    """
-    if any(b <= a for a, b in pairwise(seqs)):
-        return list(seqs)
-    out: list[Any] = []
-    index = 0
-    while index < len(seqs):
-        run_end = index
-        while run_end + 1 < len(seqs) and seqs[run_end + 1] == seqs[run_end] + 1:
-            run_end += 1
-        if run_end - index >= 2:
-            out.append([seqs[index], seqs[run_end]])
-        else:
-            out.extend(seqs[index : run_end + 1])
-        index = run_end + 1
-    return out
-
-
 def remap_seq_list(
     value: object, current_seq: int, shift: SeqShift, field: str, *, unique: bool
 ) -> list[Any]:
-    """Remap a (possibly range-encoded) seq list, keeping the input's encoding style."""
+    """Remap a (possibly range-encoded) seq list, keeping the input's encoding style.
+
+    A list read with ranges is written back with the wire rule of the v4 model
+    (:func:`dsh_store.model.encode_source_seqs`).
+    """
     seqs, had_ranges = decode_seq_list(value, field)
     if unique and len(set(seqs)) != len(seqs):
         raise BadReference(f"{field} cites a seq twice", "malformed reference")
     mapped = [shift.remap(seq, current_seq, field) for seq in seqs]
-    return encode_seq_list(mapped) if had_ranges else mapped
+    return encode_source_seqs(mapped) if had_ranges else mapped
 
 
 Remapper = Callable[[object, str], int]

@@ -17,6 +17,7 @@ from typing import Any
 from dsh_store.errors import MigrationRefusedError
 
 from . import Row
+from .streams import DELTA_TYPES, member_chunk
 from .v0_vocabulary import PACKED_ROW_TYPES, is_safe_int
 
 __all__ = ["check_packed_row", "expand_packed_row", "is_packed_row"]
@@ -24,11 +25,6 @@ __all__ = ["check_packed_row", "expand_packed_row", "is_packed_row"]
 _ENVELOPE_KEYS = frozenset({"type", "seq0", "time0", "data"})
 _TEXT_DATA_KEYS = frozenset({"turn", "step", "index", "dt", "texts"})
 _TOOL_DATA_KEYS = frozenset({"turn", "step", "index", "id", "dt", "args"})
-_DELTA_TYPES = {
-    "text-chunks": "text-delta",
-    "reasoning-chunks": "reasoning-delta",
-    "tool-call-chunks": "tool-call-delta",
-}
 
 
 def is_packed_row(row: Row) -> bool:
@@ -98,7 +94,7 @@ def expand_packed_row(row: Row, *, path: str | None = None, edge: str = "1->2") 
     The whole row is checked first; a malformed row yields nothing and is refused.
     """
     data, members = _check(row, path, edge)
-    delta_type = _DELTA_TYPES[row["type"]]
+    delta_type = DELTA_TYPES[row["type"]]
     time = row["time0"]
     seq = row["seq0"]
     events: list[Row] = []
@@ -107,14 +103,7 @@ def expand_packed_row(row: Row, *, path: str | None = None, edge: str = "1->2") 
             time += data["dt"][position - 1]
             if not is_safe_int(time) or time < 0:
                 raise _refuse(row, f"member {position} has an unsafe time", path, edge)
-        chunk: dict[str, Any] = {"type": delta_type, "index": data["index"]}
-        if delta_type == "tool-call-delta":
-            chunk["id"] = data["id"]
-            if "name" in data:
-                chunk["name"] = data["name"]
-            chunk["argumentsDelta"] = member
-        else:
-            chunk["text"] = member
+        chunk = member_chunk(delta_type, data, member)
         events.append(
             {
                 "type": "assistant/chunk",

@@ -22,14 +22,15 @@ from typing import Any
 
 from .v0_vocabulary import MAX_SAFE_INTEGER, is_safe_int
 
-__all__ = ["StreamBuilder", "expand_stream"]
+__all__ = ["DELTA_TYPES", "StreamBuilder", "expand_stream", "member_chunk"]
 
 _RUN_TYPES = {"text-delta": "text-chunks", "reasoning-delta": "reasoning-chunks"}
-_DELTA_TYPES = {
+DELTA_TYPES = {
     "text-chunks": "text-delta",
     "reasoning-chunks": "reasoning-delta",
     "tool-call-chunks": "tool-call-delta",
 }
+"""Run type (of a stream record or a packed row) -> the delta chunk type of its members."""
 _TEXT_KEYS = frozenset({"type", "index", "text"})
 _TOOL_KEYS = frozenset({"type", "index", "id", "argumentsDelta"})
 
@@ -138,6 +139,24 @@ def _new_run(run_type: str, time: int, chunk: dict[str, Any], member: str) -> di
     return {"type": run_type, "time0": time, "index": chunk["index"], "dt": [], "texts": [member]}
 
 
+def member_chunk(delta_type: str, run: dict[str, Any], member: str) -> dict[str, Any]:
+    """The delta chunk one member of a run stands for.
+
+    ``run`` holds ``index`` (and ``id``, ``name?`` for tool calls): a stream record, or the
+    data of a packed row. The chunk is ``{type, index, text}`` for text and reasoning and
+    ``{type:'tool-call-delta', index, id, name?, argumentsDelta}`` for tool calls.
+    """
+    chunk: dict[str, Any] = {"type": delta_type, "index": run["index"]}
+    if delta_type == "tool-call-delta":
+        chunk["id"] = run["id"]
+        if "name" in run:
+            chunk["name"] = run["name"]
+        chunk["argumentsDelta"] = member
+    else:
+        chunk["text"] = member
+    return chunk
+
+
 def expand_stream(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     """Return the exact ``(time, chunk)`` list a stream stands for."""
     chunks: list[tuple[int, dict[str, Any]]] = []
@@ -145,19 +164,11 @@ def expand_stream(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, An
         if record["type"] == "chunk":
             chunks.append((record["time"], record["chunk"]))
             continue
-        delta_type = _DELTA_TYPES[record["type"]]
+        delta_type = DELTA_TYPES[record["type"]]
         members = record["args" if delta_type == "tool-call-delta" else "texts"]
         time = record["time0"]
         for position, member in enumerate(members):
             if position:
                 time += record["dt"][position - 1]
-            chunk: dict[str, Any] = {"type": delta_type, "index": record["index"]}
-            if delta_type == "tool-call-delta":
-                chunk["id"] = record["id"]
-                if "name" in record:
-                    chunk["name"] = record["name"]
-                chunk["argumentsDelta"] = member
-            else:
-                chunk["text"] = member
-            chunks.append((time, chunk))
+            chunks.append((time, member_chunk(delta_type, record, member)))
     return chunks

@@ -63,6 +63,13 @@ from typing import Any
 from dsh_store.errors import MigrationRefusedError
 
 from . import EdgeStage, MigrationContext, Row
+from ._early_rows import (
+    BASE_ENVELOPE,
+    CHUNK_DATA_KEYS,
+    SURFACE_ENVELOPE,
+    EarlyStage,
+    check_source_version,
+)
 from ._plain_chunks import PLAIN_ROW_KEYS, PlainChunk, plain_chunk
 from .packed import check_packed_row, is_packed_row
 from .v0_vocabulary import (
@@ -89,9 +96,6 @@ _FAILURE_KEYS = frozenset({"message", "code", "status", "providerRetryAfterMs", 
 # Released format-0 writers wrote descriptor versions 1-3 (the 3->4 edge reads all three);
 # real format-0 logs carry version 2, so only other values are refused.
 _DESCRIPTOR_VERSIONS = (1, 2, 3)
-_BASE_ENVELOPE = frozenset({"type", "seq", "time", "data", "ignorable"})
-_SURFACE_ENVELOPE = _BASE_ENVELOPE | {"surfaceOp", "sourceEventSeqs"}
-_CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
 
 
 class V0ToV1Edge:
@@ -107,29 +111,21 @@ class V0ToV1Edge:
         session, so the edge supplies ``0`` (the physical reader reports the missing field
         as a finding) instead of refusing an otherwise faithful log.
         """
-        _check_version(header, context)
+        check_source_version(header, 0, context, EDGE_NAME)
         out = {key: (1 if key == "version" else value) for key, value in header.items()}
         out.setdefault("delegationDepth", 0)
         return out
 
     def stage(self, header: Row, context: MigrationContext) -> V0ToV1Stage:
         """Start the event transform for a log with format-0 header ``header``."""
-        _check_version(header, context)
+        check_source_version(header, 0, context, EDGE_NAME)
         return V0ToV1Stage(header, context)
 
 
-def _check_version(header: Row, context: MigrationContext) -> None:
-    if header.get("version") != 0 or type(header.get("version")) is not int:
-        raise MigrationRefusedError(
-            f"header version is {header.get('version')!r}, this edge reads version 0",
-            rule="wrong-source-version",
-            path=context.path,
-            edge=EDGE_NAME,
-        )
-
-
-class V0ToV1Stage:
+class V0ToV1Stage(EarlyStage):
     """Streaming event transform of one format-0 log into format 1."""
+
+    edge_name = EDGE_NAME
 
     def __init__(self, header: Row, context: MigrationContext) -> None:
         self._path = context.path
@@ -161,7 +157,7 @@ class V0ToV1Stage:
                 and type(time) is int
                 and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
                 and type(data) is dict
-                and data.keys() == _CHUNK_DATA_KEYS
+                and data.keys() == CHUNK_DATA_KEYS
             ):
                 self._next_seq = seq + 1
                 return [dict(event)]
@@ -182,24 +178,10 @@ class V0ToV1Stage:
 
     def finish(self) -> Iterable[Row]:
         """Nothing is ever held back; only check that the inherited cut lies in the log."""
-        if self._seed_length is not None and self._seed_length > self._next_seq:
-            raise self._refuse(
-                "seed-beyond-log",
-                f"header seedLength {self._seed_length} exceeds the {self._next_seq} event(s) "
-                "in the log",
-                None,
-                None,
-            )
+        self._check_seed_length(self._seed_length, self._next_seq)
         return []
 
     # -- helpers -------------------------------------------------------------------
-
-    def _refuse(
-        self, rule: str, detail: str, seq: int | None, event_type: str | None
-    ) -> MigrationRefusedError:
-        return MigrationRefusedError(
-            detail, rule=rule, path=self._path, seq=seq, event_type=event_type, edge=EDGE_NAME
-        )
 
     def _legacy_id(self, kind: str, seq: int) -> str:
         return f"legacy-{kind}:{self._session_id}:{seq}"
@@ -217,21 +199,7 @@ class V0ToV1Stage:
         return row
 
     def _normalize(self, row: Row) -> Row:
-        event_type, seq = row.get("type"), row.get("seq")
-        if not isinstance(event_type, str) or not is_safe_int(seq) or seq < 0:
-            raise self._refuse(
-                "malformed-envelope",
-                "row lacks a string type or a non-negative safe-integer seq",
-                seq if is_safe_int(seq) else None,
-                event_type if isinstance(event_type, str) else None,
-            )
-        if not is_safe_int(row.get("time")) or not isinstance(row.get("data"), dict):
-            raise self._refuse(
-                "malformed-envelope",
-                "row lacks a safe-integer time or an object data",
-                seq,
-                event_type,
-            )
+        event_type, seq = self._check_row(row)
         if seq != self._next_seq:
             raise self._refuse(
                 "seq-not-dense", f"row has seq {seq}, expected {self._next_seq}", seq, event_type
@@ -279,19 +247,8 @@ class V0ToV1Stage:
             )
 
     def _check_envelope(self, row: Row, event_type: str, seq: int) -> None:
-        allowed = _SURFACE_ENVELOPE if event_type in SURFACE_TYPES else _BASE_ENVELOPE
-        if not row.keys() <= allowed:
-            extra = sorted(row.keys() - allowed)
-            raise self._refuse(
-                "envelope-member",
-                f"{event_type} may not carry envelope member(s) {', '.join(extra)}",
-                seq,
-                event_type,
-            )
-        if "ignorable" in row and row["ignorable"] is not True:
-            raise self._refuse(
-                "envelope-member", "ignorable must be exactly true when present", seq, event_type
-            )
+        allowed = SURFACE_ENVELOPE if event_type in SURFACE_TYPES else BASE_ENVELOPE
+        self._check_members(row, event_type, seq, allowed)
 
     def _malformed(self, detail: str, seq: int, event_type: str) -> MigrationRefusedError:
         return self._refuse(

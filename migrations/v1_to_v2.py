@@ -68,6 +68,13 @@ from typing import Any
 from dsh_store.errors import MigrationRefusedError
 
 from . import EdgeStage, MigrationContext, Row
+from ._early_rows import (
+    BASE_ENVELOPE,
+    CHUNK_DATA_KEYS,
+    SURFACE_ENVELOPE,
+    EarlyStage,
+    check_source_version,
+)
 from ._plain_chunks import PlainChunk, plain_chunk
 from .packed import expand_packed_row, is_packed_row
 from .seqmap import CONSUMED, SeqMap, expand_seq_list
@@ -78,10 +85,7 @@ __all__ = ["EDGE", "V1ToV2Edge", "V1ToV2Stage"]
 
 EDGE_NAME = "1->2"
 
-_BASE_ENVELOPE = frozenset({"type", "seq", "time", "data", "ignorable"})
-_SURFACE_ENVELOPE = _BASE_ENVELOPE | {"surfaceOp", "sourceEventSeqs"}
 _ATTEMPT_CLOSERS = frozenset({"turn/end", "step/end", "llm/retry", "llm/retry-started"})
-_CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
 
 
 class V1ToV2Edge:
@@ -109,13 +113,7 @@ class V1ToV2Edge:
 
 
 def _seed_cut(header: Row, context: MigrationContext) -> int | None:
-    if header.get("version") != 1 or type(header.get("version")) is not int:
-        raise MigrationRefusedError(
-            f"header version is {header.get('version')!r}, this edge reads version 1",
-            rule="wrong-source-version",
-            path=context.path,
-            edge=EDGE_NAME,
-        )
+    check_source_version(header, 1, context, EDGE_NAME)
     if "seedLength" not in header:
         return None
     cut = header["seedLength"]
@@ -149,8 +147,10 @@ class _Held:
     is_source: bool
 
 
-class V1ToV2Stage:
+class V1ToV2Stage(EarlyStage):
     """Streaming event transform of one format-1 log into format 2."""
+
+    edge_name = EDGE_NAME
 
     def __init__(self, header: Row, context: MigrationContext, cut: int | None) -> None:
         self._path = context.path
@@ -204,43 +204,15 @@ class V1ToV2Stage:
         out: list[Row] = []
         if self._pending is not None:
             self._settle_unclaimed(out)
-        if self._cut is not None and self._cut > self._next_source:
-            raise self._refuse(
-                "seed-beyond-log",
-                f"header seedLength {self._cut} exceeds the {self._next_source} event(s) in "
-                "the log",
-                None,
-                None,
-            )
+        self._check_seed_length(self._cut, self._next_source)
         if not self._marker_done:
             self._emit_marker(self._last_time, out)
         return out
 
     # -- admission -----------------------------------------------------------------
 
-    def _refuse(
-        self, rule: str, detail: str, seq: int | None, event_type: str | None
-    ) -> MigrationRefusedError:
-        return MigrationRefusedError(
-            detail, rule=rule, path=self._path, seq=seq, event_type=event_type, edge=EDGE_NAME
-        )
-
     def _check_envelope(self, row: Row) -> None:
-        event_type, seq = row.get("type"), row.get("seq")
-        if not isinstance(event_type, str) or not is_safe_int(seq) or seq < 0:
-            raise self._refuse(
-                "malformed-envelope",
-                "row lacks a string type or a non-negative safe-integer seq",
-                seq if is_safe_int(seq) else None,
-                event_type if isinstance(event_type, str) else None,
-            )
-        if not is_safe_int(row.get("time")) or not isinstance(row.get("data"), dict):
-            raise self._refuse(
-                "malformed-envelope",
-                "row lacks a safe-integer time or an object data",
-                seq,
-                event_type,
-            )
+        event_type, seq = self._check_row(row)
         if event_type not in EVENT_TYPES:
             raise self._refuse(
                 "unknown-event-type",
@@ -249,19 +221,8 @@ class V1ToV2Stage:
                 event_type,
             )
         chunk_like = event_type in SURFACE_TYPES or event_type == "assistant/chunk"
-        allowed = _SURFACE_ENVELOPE if chunk_like else _BASE_ENVELOPE
-        if not row.keys() <= allowed:
-            extra = sorted(row.keys() - allowed)
-            raise self._refuse(
-                "envelope-member",
-                f"{event_type} may not carry envelope member(s) {', '.join(extra)}",
-                seq,
-                event_type,
-            )
-        if "ignorable" in row and row["ignorable"] is not True:
-            raise self._refuse(
-                "envelope-member", "ignorable must be exactly true when present", seq, event_type
-            )
+        allowed = SURFACE_ENVELOPE if chunk_like else BASE_ENVELOPE
+        self._check_members(row, event_type, seq, allowed)
         if event_type != "assistant/chunk":
             problem = payload_problem(event_type, row["data"])
             if problem is not None:
@@ -283,7 +244,7 @@ class V1ToV2Stage:
         seq, data = row["seq"], row["data"]
         chunk = data.get("chunk")
         if (
-            data.keys() != _CHUNK_DATA_KEYS
+            data.keys() != CHUNK_DATA_KEYS
             or not is_safe_int(data["turn"])
             or not is_safe_int(data["step"])
             or not isinstance(chunk, dict)

@@ -18,20 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 
-from dsh_store.errors import MigrationRefusedError
-
 from . import EdgeStage, MigrationContext, Row
-from ._seq_references import (
-    BadReference,
-    SeqShift,
-    is_safe_int,
-    remap_payload_references,
-    remap_seq_list,
-)
+from ._renumbering import DELIVERY_MARKER, RenumberingStage, refuse
+from ._seq_references import remap_payload_references
 from ._v2_audit import SURFACE_TYPES_V2, AuditFailure, audit_v2_event, iter_message_slots
 
 __all__ = ["EDGE", "SYSTEM_PROMPT_PLUGIN", "V2ToV3Edge", "synthetic_system_id"]
@@ -84,14 +77,18 @@ class V2ToV3Edge:
     def header(self, header: Row, context: MigrationContext) -> Row:
         """Bump the version; rename an ``agentPreset`` of ``"code"`` to ``"ptc"``."""
         if header.get("version") != 2:
-            _refuse(
+            refuse(
                 context,
                 f"header version is {header.get('version')!r}, expected 2",
                 "wrong source version",
+                edge=EDGE_NAME,
             )
         if header.get("agentPreset") == "ptc":
-            _refuse(
-                context, "a v2 header already names the v3 preset 'ptc'", "v3 ptc tag in v2 source"
+            refuse(
+                context,
+                "a v2 header already names the v3 preset 'ptc'",
+                "v3 ptc tag in v2 source",
+                edge=EDGE_NAME,
             )
         migrated = dict(header)
         migrated["version"] = 3
@@ -104,36 +101,19 @@ class V2ToV3Edge:
         return _V2ToV3Stage(header, context)
 
 
-def _refuse(
-    context: MigrationContext,
-    detail: str,
-    rule: str,
-    *,
-    seq: int | None = None,
-    event_type: str | None = None,
-) -> NoReturn:
-    raise MigrationRefusedError(
-        detail, rule=rule, path=context.path, seq=seq, event_type=event_type, edge=EDGE_NAME
-    )
+class _V2ToV3Stage(RenumberingStage):
+    edge_name = EDGE_NAME
+    generation = 2
 
-
-class _V2ToV3Stage:
     def __init__(self, header: Row, context: MigrationContext) -> None:
-        self._context = context
+        super().__init__(header, context)
         self._header_id = str(header.get("id"))
-        self._seeded = header.get("isSeeded") is True
-        self._has_parent = "parentSession" in header
-        self._next_source_seq = 0
-        self._next_target_seq = 0
-        self._shift = SeqShift()
         self._prompt = ""
         self._open_step: tuple[Any, Any] | None = None
         self._head_seq: int | None = None
         self._generated_ids: set[str] = set()
         # Only source ids that carry the synthetic prefix can ever collide; keep just those.
         self._prefixed_source_ids: set[str] = set()
-        self._saw_inherited_marker = False
-        self._foreign_markers_before_cut: list[int] = []
 
     # -- protocol -----------------------------------------------------------------
 
@@ -163,46 +143,13 @@ class _V2ToV3Stage:
         return out
 
     def finish(self) -> Iterable[Row]:
-        if self._seeded and not self._saw_inherited_marker:
-            self._fail(
-                "the header says the log is seeded but no session/end-seed {inherited: true} "
-                "marks the cut",
-                "cut disagrees with header",
-                None,
-                None,
-            )
-        if self._foreign_markers_before_cut:
-            seq = self._foreign_markers_before_cut[0]
-            self._fail(
-                "a generation-2 delivery marker names another session outside the inherited prefix",
-                "foreign delivery marker",
-                seq,
-                "session-log-deepseek/delivery-accepted",
-            )
+        self._check_cut()
         return ()
 
     # -- admission ------------------------------------------------------------------
 
     def _admit(self, event: Row) -> tuple[int, str]:
-        event_type = event.get("type") if isinstance(event, dict) else None
-        if not isinstance(event_type, str):
-            self._fail(
-                "row is not an event object with a string type",
-                "malformed envelope",
-                self._next_source_seq,
-                None,
-            )
-        seq = event.get("seq")
-        if not is_safe_int(seq) or seq != self._next_source_seq:
-            self._fail(
-                f"seq {seq!r} where {self._next_source_seq} was expected; the source must be "
-                "dense from 0",
-                "non-dense source seq",
-                self._next_source_seq,
-                event_type,
-            )
-        assert isinstance(seq, int)
-        self._next_source_seq += 1
+        seq, event_type = super()._admit(event)
         try:
             audit_v2_event(event)
         except AuditFailure as failure:
@@ -323,16 +270,8 @@ class _V2ToV3Stage:
     def _guard_delivery_and_cut(self, event: Row, seq: int, event_type: str) -> None:
         data = event["data"]
         if event_type == "session/end-seed" and data.get("inherited") is True:
-            if not self._seeded:
-                self._fail(
-                    "an inherited session/end-seed marker in a log whose header is not seeded",
-                    "cut disagrees with header",
-                    seq,
-                    event_type,
-                )
-            self._saw_inherited_marker = True
-            self._foreign_markers_before_cut.clear()
-        elif event_type == "session-log-deepseek/delivery-accepted":
+            self._at_inherited_marker(seq)
+        elif event_type == DELIVERY_MARKER:
             generation = data.get("sessionFormatVersion")
             if generation == 3:
                 self._fail(
@@ -342,16 +281,7 @@ class _V2ToV3Stage:
                     event_type,
                 )
             if generation == 2 and data.get("sessionId") != self._header_id:
-                if not (self._has_parent and self._seeded):
-                    self._fail(
-                        f"a generation-2 delivery marker names session {data.get('sessionId')!r}, "
-                        f"not this session {self._header_id!r}",
-                        "foreign delivery marker",
-                        seq,
-                        event_type,
-                    )
-                # Allowed only if a later inherited marker proves it lies in the prefix.
-                self._foreign_markers_before_cut.append(seq)
+                self._foreign_marker(data.get("sessionId"), seq)
 
     def _convert(self, event: Row, seq: int, event_type: str) -> Row:
         data = event["data"]
@@ -401,21 +331,12 @@ class _V2ToV3Stage:
 
         remap_payload_references(event_type, data, remap, image_offload=False)
 
-    def _remap_one(self, value: object, seq: int, event_type: str, field: str) -> int:
-        try:
-            return self._shift.remap(value, seq, field)
-        except BadReference as bad:
-            self._fail(bad.detail, bad.rule, seq, event_type)
-
     def _remap_source_seqs(self, value: object, seq: int, event_type: str) -> list[Any]:
         if isinstance(value, list) and not value:
             self._fail(
                 "sourceEventSeqs is present but empty", "malformed reference", seq, event_type
             )
-        try:
-            return remap_seq_list(value, seq, self._shift, "sourceEventSeqs", unique=True)
-        except BadReference as bad:
-            self._fail(bad.detail, bad.rule, seq, event_type)
+        return super()._remap_source_seqs(value, seq, event_type)
 
     def _canonical_surface_op(self, value: object, seq: int, event_type: str) -> Any:
         if value == "append":
@@ -457,16 +378,6 @@ class _V2ToV3Stage:
                 seq,
                 event_type,
             )
-
-    # -- helpers ----------------------------------------------------------------------
-
-    def _take_target_seq(self) -> int:
-        seq = self._next_target_seq
-        self._next_target_seq += 1
-        return seq
-
-    def _fail(self, detail: str, rule: str, seq: int | None, event_type: str | None) -> NoReturn:
-        _refuse(self._context, detail, rule, seq=seq, event_type=event_type)
 
 
 EDGE = V2ToV3Edge()

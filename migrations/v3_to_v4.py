@@ -22,20 +22,15 @@ permanent v4 generation should.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 
-from dsh_store.errors import MigrationRefusedError
+from dsh_store.model.vocabulary import KNOWN_TYPES
 
 from . import EdgeStage, MigrationContext, Row
-from ._seq_references import (
-    BadReference,
-    SeqShift,
-    is_safe_int,
-    remap_payload_references,
-    remap_seq_list,
-)
+from ._renumbering import DELIVERY_MARKER, RenumberingStage, refuse
+from ._seq_references import BadReference, is_safe_int, remap_payload_references
 from ._v4_catalog import CatalogRefusal, CatalogTracker, ChildFact, check_catalog_fact
 from ._v4_messages import (
     MessageRefusal,
@@ -51,69 +46,10 @@ __all__ = ["EDGE", "V3_EVENT_TYPES", "V3ToV4Edge"]
 
 EDGE_NAME = "3->4"
 
-V3_EVENT_TYPES: frozenset[str] = frozenset(
-    {
-        "agent-preset/selected",
-        "agent/inbox/spliced",
-        "approval/asked",
-        "approval/decided",
-        "approval/policy",
-        "assistant/attempt",
-        "assistant/message",
-        "command/done",
-        "command/run",
-        "compaction/end",
-        "compaction/prune",
-        "compaction/start",
-        "compaction/summary",
-        "deliverables/presented",
-        "feedback/message-delete",
-        "feedback/message-put",
-        "feedback/record",
-        "goal/change",
-        "hook/invoked",
-        "hook/result",
-        "image/offload",
-        "llm/retry",
-        "llm/retry-started",
-        "model/selection",
-        "permission/preset",
-        "plan/mode",
-        "request/context",
-        "request/header",
-        "sandbox/mode",
-        "schedule/change",
-        "session-log-deepseek/delivery-accepted",
-        "session/end-seed",
-        "session/title",
-        "session/title-llm-request",
-        "step/end",
-        "step/start",
-        "subagent/catalog",
-        "subagent/descriptor",
-        "subagent/model-selection-policy",
-        "system/message",
-        "team/member",
-        "team/message/delivered",
-        "team/message/queued",
-        "team/task",
-        "todo/write",
-        "tool-workflow/agent-end",
-        "tool-workflow/agent-start",
-        "tool-workflow/run-end",
-        "tool-workflow/run-start",
-        "tool/call",
-        "tool/ptc-dispatch",
-        "tool/ptc-dispatch-start",
-        "tool/result",
-        "turn/end",
-        "turn/start",
-        "user/message",
-        "web/deepseek-search-llm-request",
-        "workspace/changes",
-    }
-)
-"""The frozen v3 vocabulary (58 names, including ``workspace/changes``)."""
+V3_EVENT_TYPES: frozenset[str] = KNOWN_TYPES - {"developer/message"}
+"""The frozen v3 vocabulary (58 names): the v4 one without ``developer/message``, the
+only type v4 added. The count below keeps it frozen should the v4 vocabulary change."""
+assert len(V3_EVENT_TYPES) == 58
 
 _COPIED_PAYLOAD_TYPES = frozenset(
     {
@@ -139,7 +75,6 @@ _REFERENCE_PAYLOAD_TYPES = frozenset(
         "image/offload",
     }
 )
-DELIVERY_MARKER = "session-log-deepseek/delivery-accepted"
 
 
 class V3ToV4Edge:
@@ -151,10 +86,11 @@ class V3ToV4Edge:
     def header(self, header: Row, context: MigrationContext) -> Row:
         """Bump the version; nothing else in the header changes."""
         if header.get("version") != 3:
-            _refuse(
+            refuse(
                 context,
                 f"header version is {header.get('version')!r}, expected 3",
                 "wrong source version",
+                edge=EDGE_NAME,
             )
         migrated = dict(header)
         migrated["version"] = 4
@@ -168,11 +104,12 @@ class V3ToV4Edge:
 def _child_facts(context: MigrationContext) -> list[ChildFact] | None:
     if context.child_headers is None:
         if context.extras.get("require_child_evidence"):
-            _refuse(
+            refuse(
                 context,
                 "the children of this session are unknown; pass the headers of the sessions "
                 "that name it as parentSession (an empty list if there are none)",
                 "missing child evidence",
+                edge=EDGE_NAME,
             )
         return None
     descriptors: Mapping[str, Sequence[Mapping[str, Any]]] = context.extras.get(
@@ -184,41 +121,24 @@ def _child_facts(context: MigrationContext) -> list[ChildFact] | None:
             for child in context.child_headers
         ]
     except CatalogRefusal as refusal:
-        _refuse(context, refusal.detail, refusal.rule)
+        refuse(context, refusal.detail, refusal.rule, edge=EDGE_NAME)
 
 
-def _refuse(
-    context: MigrationContext,
-    detail: str,
-    rule: str,
-    *,
-    seq: int | None = None,
-    event_type: str | None = None,
-) -> NoReturn:
-    raise MigrationRefusedError(
-        detail, rule=rule, path=context.path, seq=seq, event_type=event_type, edge=EDGE_NAME
-    )
+class _V3ToV4Stage(RenumberingStage):
+    edge_name = EDGE_NAME
+    generation = 3
 
-
-class _V3ToV4Stage:
     def __init__(
         self, header: Row, context: MigrationContext, children: list[ChildFact] | None
     ) -> None:
-        self._context = context
+        super().__init__(header, context)
         self._header_id = header.get("id")
         self._created_at = header.get("createdAt")
-        self._seeded = header.get("isSeeded") is True
-        self._has_parent = "parentSession" in header
         self._children = children
-        self._next_source_seq = 0
-        self._next_target_seq = 0
-        self._shift = SeqShift()
         self._open_turn: Any = None
         self._step_open = False
         self._after_next_turn_splice = False
         self._last_time: Any = None
-        self._saw_inherited_marker = False
-        self._foreign_markers_before_cut: list[int] = []
         self._catalog = CatalogTracker()
 
     # -- protocol -----------------------------------------------------------------
@@ -257,21 +177,7 @@ class _V3ToV4Stage:
         return out
 
     def finish(self) -> Iterable[Row]:
-        if self._seeded and not self._saw_inherited_marker:
-            self._fail(
-                "the header says the log is seeded but no session/end-seed {inherited: true} "
-                "marks the cut",
-                "cut disagrees with header",
-                None,
-                None,
-            )
-        if self._foreign_markers_before_cut:
-            self._fail(
-                "a generation-3 delivery marker names another session outside the inherited prefix",
-                "foreign delivery marker",
-                self._foreign_markers_before_cut[0],
-                DELIVERY_MARKER,
-            )
+        self._check_cut()
         if self._children is None:
             return ()
         try:
@@ -284,29 +190,7 @@ class _V3ToV4Stage:
             for fact in facts
         ]
 
-    # -- admission and lifecycle ----------------------------------------------------
-
-    def _admit(self, event: Row) -> tuple[int, str]:
-        event_type = event.get("type") if isinstance(event, dict) else None
-        if not isinstance(event_type, str):
-            self._fail(
-                "row is not an event object with a string type",
-                "malformed envelope",
-                self._next_source_seq,
-                None,
-            )
-        seq = event.get("seq")
-        if not is_safe_int(seq) or seq != self._next_source_seq:
-            self._fail(
-                f"seq {seq!r} where {self._next_source_seq} was expected; the source must be "
-                "dense from 0",
-                "non-dense source seq",
-                self._next_source_seq,
-                event_type,
-            )
-        assert isinstance(seq, int)
-        self._next_source_seq += 1
-        return seq, event_type
+    # -- lifecycle --------------------------------------------------------------------
 
     def _interrupted_closer(self, turn_start: Row, seq: int) -> Row | None:
         turn = turn_start["data"].get("turn")
@@ -468,35 +352,13 @@ class _V3ToV4Stage:
                 DELIVERY_MARKER,
             )
         if session_id != self._header_id:
-            if not (self._has_parent and self._seeded):
-                self._fail(
-                    f"a generation-3 delivery marker names session {session_id!r}, not this "
-                    f"session {self._header_id!r}",
-                    "foreign delivery marker",
-                    seq,
-                    DELIVERY_MARKER,
-                )
-            self._foreign_markers_before_cut.append(seq)
+            self._foreign_marker(session_id, seq)
 
     def _at_inherited_marker(self, seq: int) -> None:
-        if not self._seeded:
-            self._fail(
-                "an inherited session/end-seed marker in a log whose header is not seeded",
-                "cut disagrees with header",
-                seq,
-                "session/end-seed",
-            )
-        self._saw_inherited_marker = True
-        self._foreign_markers_before_cut.clear()
+        super()._at_inherited_marker(seq)
         self._catalog.reset_at_inherited_marker()
 
     # -- references (only after an inserted closer) -------------------------------------
-
-    def _remap_one(self, value: object, seq: int, event_type: str, field: str) -> int:
-        try:
-            return self._shift.remap(value, seq, field)
-        except BadReference as bad:
-            self._fail(bad.detail, bad.rule, seq, event_type)
 
     def _remap_payload(self, event_type: str, data: dict[str, Any], seq: int) -> None:
         def remap(value: object, field: str) -> int:
@@ -517,22 +379,6 @@ class _V3ToV4Stage:
             else:
                 remapped[key] = item
         return remapped
-
-    def _remap_source_seqs(self, value: object, seq: int, event_type: str) -> list[Any]:
-        try:
-            return remap_seq_list(value, seq, self._shift, "sourceEventSeqs", unique=True)
-        except BadReference as bad:
-            self._fail(bad.detail, bad.rule, seq, event_type)
-
-    # -- helpers ----------------------------------------------------------------------
-
-    def _take_target_seq(self) -> int:
-        seq = self._next_target_seq
-        self._next_target_seq += 1
-        return seq
-
-    def _fail(self, detail: str, rule: str, seq: int | None, event_type: str | None) -> NoReturn:
-        _refuse(self._context, detail, rule, seq=seq, event_type=event_type)
 
 
 EDGE = V3ToV4Edge()

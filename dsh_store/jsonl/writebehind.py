@@ -59,9 +59,28 @@ def _log_background_failure(action: ReportBackgroundFailure) -> None:
 
 
 class _QueueState:
-    """The controller-backed views both drivers share."""
+    """The controller and sink both drivers share, and the views they give."""
 
+    _sink: Sink
     _ctrl: WriteBehindController
+
+    def _init_queue(
+        self,
+        sink: Sink,
+        window_s: float,
+        max_batch_events: int | None,
+        max_batch_bytes: int | None,
+        max_pending_bytes: int | None,
+        durable_seq: int | None,
+    ) -> None:
+        self._sink = sink
+        self._ctrl = WriteBehindController(
+            window_s=window_s,
+            max_batch_events=max_batch_events,
+            max_batch_bytes=max_batch_bytes,
+            max_pending_bytes=max_pending_bytes,
+            durable_seq=durable_seq,
+        )
 
     @property
     def durable_seq(self) -> int | None:
@@ -100,15 +119,10 @@ class ThreadWriteBehind(_QueueState):
         clock: Callable[[], float] = time.monotonic,
         name: str = "dsh-store-write-behind",
     ) -> None:
-        self._sink = sink
-        self._clock = clock
-        self._ctrl = WriteBehindController(
-            window_s=window_s,
-            max_batch_events=max_batch_events,
-            max_batch_bytes=max_batch_bytes,
-            max_pending_bytes=max_pending_bytes,
-            durable_seq=durable_seq,
+        self._init_queue(
+            sink, window_s, max_batch_events, max_batch_bytes, max_pending_bytes, durable_seq
         )
+        self._clock = clock
         self._cond = threading.Condition()
         self._write: StartWrite | None = None
         self._deadline: float | None = None
@@ -269,15 +283,10 @@ class AsyncWriteBehind(_QueueState):
         durable_seq: int | None = None,
         executor: Executor | None = None,
     ) -> None:
-        self._sink = sink
-        self._executor = executor
-        self._ctrl = WriteBehindController(
-            window_s=window_s,
-            max_batch_events=max_batch_events,
-            max_batch_bytes=max_batch_bytes,
-            max_pending_bytes=max_pending_bytes,
-            durable_seq=durable_seq,
+        self._init_queue(
+            sink, window_s, max_batch_events, max_batch_bytes, max_pending_bytes, durable_seq
         )
+        self._executor = executor
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._waiters: dict[int, asyncio.Future[None]] = {}

@@ -511,16 +511,7 @@ def make_event(
 ) -> SessionEvent:
     """Wrap already checked and encoded parts (the append fast path)."""
     event = _new_event(SessionEvent)
-    # _init, inlined: this runs once per append.
-    _SET_TYPE(event, event_type)
-    _SET_SEQ(event, seq)
-    _SET_TIME(event, time)
-    _SET_IGNORABLE(event, ignorable)
-    _SET_OP(event, op)
-    _SET_SOURCES(event, sources)
-    _SET_LINE(event, line)
-    _SET_FACTS(event, facts)
-    _SET_DATA(event, _UNSET)
+    _init(event, event_type, seq, time, ignorable, op, sources, line, facts)
     return event
 
 
