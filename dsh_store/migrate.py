@@ -629,22 +629,16 @@ def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> lis
     with the reason and do not stop the others. The child headers of each session are
     passed to the chain so the v4 subagent catalog is complete.
     """
-    from .store import JsonlStore, newest_generation
+    from .store import JsonlStore
 
     store = JsonlStore(root)
     results: list[MigrationResult] = []
-    for directory in store.session_dirs():
-        log = newest_generation(directory)
-        if log is None:
-            continue
+    for log in store.session_logs():
         try:
             info = LogScanner(log).read_header()
             if info is None:
                 continue
-            children = None
-            if info.version != SESSION_FORMAT_VERSION:
-                session_id = info.value.get("id")
-                children = store.child_headers(session_id) if isinstance(session_id, str) else ()
+            children = store.migration_children(info)
             results.append(migrate_file(log, dry_run=dry_run, child_headers=children))
         except DshStoreError as error:
             version = getattr(error, "version", None)

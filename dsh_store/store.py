@@ -42,6 +42,7 @@ from .jsonl import layout
 from .jsonl.files import LogWriter, make_dirs, materialize
 from .jsonl.lock import SessionLock
 from .jsonl.repair import commit_truncation, sidecar_path
+from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
 from .jsonl.writebehind import (
     DEFAULT_MAX_BATCH_BYTES,
@@ -308,6 +309,13 @@ class JsonlStore:
                 if directory.is_dir() and not directory.is_symlink():
                     yield directory
 
+    def session_logs(self) -> Iterator[Path]:
+        """The log of every session directory (its :func:`newest_generation`), in walk order."""
+        for directory in self.session_dirs():
+            log = newest_generation(directory)
+            if log is not None:
+                yield log
+
     def _find(self, session_id: str) -> Path | None:
         """The newest generation log of ``session_id``, or None; duplicates are refused."""
         name = layout.encode_session_id(session_id)
@@ -340,13 +348,21 @@ class JsonlStore:
         """
         return self.children_index().get(parent_id, ())
 
+    def migration_children(self, info: HeaderInfo | None) -> tuple[Mapping[str, Any], ...] | None:
+        """The child evidence the migration chain needs for a log whose header is ``info``.
+
+        None for a current (v4) log or no header; otherwise :meth:`child_headers` of its id
+        (empty when the header has no string id).
+        """
+        if info is None or info.version == SESSION_FORMAT_VERSION:
+            return None
+        session_id = info.value.get("id")
+        return self.child_headers(session_id) if isinstance(session_id, str) else ()
+
     def children_index(self) -> dict[str, tuple[Mapping[str, Any], ...]]:
         """Parent id -> header rows of its child sessions, for the whole root (one pass)."""
         index: dict[str, list[Mapping[str, Any]]] = {}
-        for directory in self.session_dirs():
-            log = newest_generation(directory)
-            if log is None:
-                continue
+        for log in self.session_logs():
             try:
                 info = LogScanner(log).read_header()
             except (DshStoreError, OSError):
@@ -397,10 +413,7 @@ class JsonlStore:
     def snapshots(self) -> builtins.list[tuple[SessionHeader, str]]:
         """``(header, revision)`` per stored session; the revision changes with the file."""
         result: builtins.list[tuple[SessionHeader, str]] = []
-        for directory in self.session_dirs():
-            log = newest_generation(directory)
-            if log is None:
-                continue
+        for log in self.session_logs():
             try:
                 scanner = LogScanner(log)
                 info = scanner.read_header()
@@ -417,11 +430,7 @@ class JsonlStore:
 
     def _read(self, log: Path) -> Inspection:
         info = LogScanner(log).read_header()
-        children = None
-        if info is not None and info.version != SESSION_FORMAT_VERSION:
-            session_id = info.value.get("id")
-            children = self.child_headers(session_id) if isinstance(session_id, str) else ()
-        return read_log(log, child_headers=children)
+        return read_log(log, child_headers=self.migration_children(info))
 
     # -- writing ---------------------------------------------------------------------
 
@@ -439,11 +448,11 @@ class JsonlStore:
 
         :raises SessionExistsError: a log with this id already exists in the store.
         """
-        header, path = self._new_header(
-            session_id, cwd, parent_session, origin, delegation_depth, agent_preset
+        return LiveSession(
+            self._new_handle(
+                session_id, cwd, parent_session, origin, delegation_depth, agent_preset
+            )
         )
-        session = Session.create(session_id, header=header, clock=self._clock)
-        return LiveSession(_Handle(self, session, path, lock=None, writer=None))
 
     def anew(
         self,
@@ -458,9 +467,9 @@ class JsonlStore:
         """The asyncio twin of :meth:`new`: ``await`` it or use ``async with``."""
 
         async def start() -> AsyncLiveSession:
-            header, path = await asyncio.get_running_loop().run_in_executor(
+            handle = await asyncio.get_running_loop().run_in_executor(
                 None,
-                self._new_header,
+                self._new_handle,
                 session_id,
                 cwd,
                 parent_session,
@@ -468,12 +477,11 @@ class JsonlStore:
                 delegation_depth,
                 agent_preset,
             )
-            session = Session.create(session_id, header=header, clock=self._clock)
-            return AsyncLiveSession(_Handle(self, session, path, lock=None, writer=None))
+            return AsyncLiveSession(handle)
 
         return AsyncOpening(start)
 
-    def _new_header(
+    def _new_handle(
         self,
         session_id: str,
         cwd: str | None,
@@ -481,7 +489,8 @@ class JsonlStore:
         origin: str | None,
         delegation_depth: int,
         agent_preset: str | None,
-    ) -> tuple[SessionHeader, Path]:
+    ) -> _Handle:
+        """The handle of a new session; nothing touches disk until its first write."""
         existing = self._find(session_id)
         if existing is not None:
             raise SessionExistsError(session_id, str(existing))
@@ -495,7 +504,9 @@ class JsonlStore:
             origin=origin,
             agent_preset=agent_preset,
         )
-        return header, layout.log_path(self.root, session_id, cwd)
+        path = layout.log_path(self.root, session_id, cwd)
+        session = Session.create(session_id, header=header, clock=self._clock)
+        return _Handle(self, session, path, lock=None, writer=None)
 
     def open(self, session_id: str) -> LiveSession:
         """Open a stored session for writing: lock, restore, repair, then resume.

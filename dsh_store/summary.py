@@ -121,13 +121,9 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
         )
     if not base.is_dir():
         raise NotADirectoryError(20, "store root is not a directory", str(base))
-    from .store import JsonlStore, newest_generation
+    from .store import JsonlStore
 
-    rows: list[dict[str, Any]] = []
-    for directory in JsonlStore(base).session_dirs():
-        log = newest_generation(directory)
-        if log is not None:
-            rows.append(session_row(log))
+    rows: list[dict[str, Any]] = [session_row(log) for log in JsonlStore(base).session_logs()]
     rows.sort(key=lambda row: (str(row["id"]), row["path"]))
     return rows
 

@@ -16,7 +16,7 @@ from dsh_store.errors import MigrationRefusedError
 from . import MigrationContext, Row
 from ._seq_references import BadReference, SeqShift, is_safe_int, remap_seq_list
 
-__all__ = ["DELIVERY_MARKER", "RenumberingStage", "refuse"]
+__all__ = ["DELIVERY_MARKER", "RenumberingStage", "check_source_version", "refuse"]
 
 DELIVERY_MARKER = "session-log-deepseek/delivery-accepted"
 
@@ -34,6 +34,17 @@ def refuse(
     raise MigrationRefusedError(
         detail, rule=rule, path=context.path, seq=seq, event_type=event_type, edge=edge
     )
+
+
+def check_source_version(header: Row, version: int, context: MigrationContext, edge: str) -> None:
+    """Refuse (``wrong source version``) a header whose version is not ``version``."""
+    if header.get("version") != version:
+        refuse(
+            context,
+            f"header version is {header.get('version')!r}, expected {version}",
+            "wrong source version",
+            edge=edge,
+        )
 
 
 class RenumberingStage:

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from . import EdgeStage, MigrationContext, Row
-from ._renumbering import DELIVERY_MARKER, RenumberingStage, refuse
+from ._renumbering import DELIVERY_MARKER, RenumberingStage, check_source_version, refuse
 from ._seq_references import remap_payload_references
 from ._v2_audit import SURFACE_TYPES_V2, AuditFailure, audit_v2_event, iter_message_slots
 
@@ -76,13 +76,7 @@ class V2ToV3Edge:
 
     def header(self, header: Row, context: MigrationContext) -> Row:
         """Bump the version; rename an ``agentPreset`` of ``"code"`` to ``"ptc"``."""
-        if header.get("version") != 2:
-            refuse(
-                context,
-                f"header version is {header.get('version')!r}, expected 2",
-                "wrong source version",
-                edge=EDGE_NAME,
-            )
+        check_source_version(header, 2, context, EDGE_NAME)
         if header.get("agentPreset") == "ptc":
             refuse(
                 context,

@@ -29,7 +29,7 @@ import orjson
 from dsh_store.model.vocabulary import KNOWN_TYPES
 
 from . import EdgeStage, MigrationContext, Row
-from ._renumbering import DELIVERY_MARKER, RenumberingStage, refuse
+from ._renumbering import DELIVERY_MARKER, RenumberingStage, check_source_version, refuse
 from ._seq_references import BadReference, is_safe_int, remap_payload_references
 from ._v4_catalog import CatalogRefusal, CatalogTracker, ChildFact, check_catalog_fact
 from ._v4_messages import (
@@ -85,13 +85,7 @@ class V3ToV4Edge:
 
     def header(self, header: Row, context: MigrationContext) -> Row:
         """Bump the version; nothing else in the header changes."""
-        if header.get("version") != 3:
-            refuse(
-                context,
-                f"header version is {header.get('version')!r}, expected 3",
-                "wrong source version",
-                edge=EDGE_NAME,
-            )
+        check_source_version(header, 3, context, EDGE_NAME)
         migrated = dict(header)
         migrated["version"] = 4
         return migrated
