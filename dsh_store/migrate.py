@@ -633,12 +633,15 @@ def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> lis
 
     store = JsonlStore(root)
     results: list[MigrationResult] = []
+    index: dict[str, tuple[Mapping[str, Any], ...]] | None = None
     for log in store.session_logs():
         try:
             info = LogScanner(log).read_header()
             if info is None:
                 continue
-            children = store.migration_children(info)
+            if index is None and info.version != SESSION_FORMAT_VERSION:
+                index = store.children_index()  # one walk of the store, built on first need
+            children = store.migration_children(info, index)
             results.append(migrate_file(log, dry_run=dry_run, child_headers=children))
         except DshStoreError as error:
             version = getattr(error, "version", None)

@@ -348,16 +348,25 @@ class JsonlStore:
         """
         return self.children_index().get(parent_id, ())
 
-    def migration_children(self, info: HeaderInfo | None) -> tuple[Mapping[str, Any], ...] | None:
+    def migration_children(
+        self,
+        info: HeaderInfo | None,
+        index: Mapping[str, tuple[Mapping[str, Any], ...]] | None = None,
+    ) -> tuple[Mapping[str, Any], ...] | None:
         """The child evidence the migration chain needs for a log whose header is ``info``.
 
-        None for a current (v4) log or no header; otherwise :meth:`child_headers` of its id
-        (empty when the header has no string id).
+        None for a current (v4) log or no header; otherwise the child headers of its id
+        (empty when the header has no string id). Pass a :meth:`children_index` built
+        once to avoid one store walk per session when migrating many.
         """
         if info is None or info.version == SESSION_FORMAT_VERSION:
             return None
         session_id = info.value.get("id")
-        return self.child_headers(session_id) if isinstance(session_id, str) else ()
+        if not isinstance(session_id, str):
+            return ()
+        if index is not None:
+            return index.get(session_id, ())
+        return self.child_headers(session_id)
 
     def children_index(self) -> dict[str, tuple[Mapping[str, Any], ...]]:
         """Parent id -> header rows of its child sessions, for the whole root (one pass)."""

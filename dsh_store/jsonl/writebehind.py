@@ -161,7 +161,9 @@ class ThreadWriteBehind(_QueueState):
         """
         with self._cond:
             token, actions = self._ctrl.flush(self._clock())
-            self._apply(actions)
+            # Without a timeout this thread performs a ready write itself: don't wake the
+            # worker for it (a wasted thread switch per flush on a busy machine).
+            self._apply(actions, hand_off=timeout is not None)
             if timeout is None:
                 while token not in self._results and self._write is not None:
                     write, self._write = self._write, None
@@ -193,12 +195,12 @@ class ThreadWriteBehind(_QueueState):
         if error is not None:
             raise error
 
-    def _apply(self, actions: list[Action]) -> None:
+    def _apply(self, actions: list[Action], *, hand_off: bool = True) -> None:
         wake = False
         for action in actions:
             if isinstance(action, StartWrite):
                 self._write = action
-                wake = True
+                wake = wake or hand_off
             elif isinstance(action, ArmTimer):
                 self._deadline = action.deadline
                 wake = True
