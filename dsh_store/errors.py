@@ -10,15 +10,18 @@ they survive ``--jobs`` worker processes.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "AmbiguousSessionError",
     "ConcurrentModificationError",
     "CorruptLogError",
     "DshStoreError",
     "EventValidationError",
     "LosslessJsonError",
     "MigrationRefusedError",
+    "NeedsMigrationError",
     "NotASessionError",
     "SessionExistsError",
     "SessionLockedError",
@@ -352,3 +355,33 @@ def _rebuild_storage(
     error.strerror = strerror
     error.filename = facts.get("path")
     return error
+
+
+class NeedsMigrationError(DshStoreError):
+    """A log of an older format was asked to take v4 bytes (a repair or an append).
+
+    Older logs are never appended to: ``dsh-store migrate`` (or ``JsonlStore.open``)
+    publishes the v4 upgrade beside them, and the upgrade closes an interrupted turn itself.
+    """
+
+    def __init__(self, path: str, version: int, action: str) -> None:
+        super().__init__(
+            f"{path}: cannot {action} a format-{version} log in place; run `dsh-store migrate` "
+            "to publish its v4 upgrade (the source stays untouched), then retry",
+            path=path,
+            version=version,
+            action=action,
+        )
+
+
+class AmbiguousSessionError(DshStoreError):
+    """One session id is filed under several project directories of the store root."""
+
+    def __init__(self, session_id: str, logs: Sequence[str | os.PathLike[str]]) -> None:
+        super().__init__(
+            f"session {session_id!r} appears in {len(logs)} project directories "
+            f"({', '.join(os.path.dirname(os.fspath(log)) for log in logs)}); keep one and "
+            "move the others out of the store root",
+            session_id=session_id,
+            paths=tuple(os.fspath(log) for log in logs),
+        )

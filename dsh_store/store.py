@@ -22,26 +22,24 @@ import builtins
 import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from .errors import (
+    AmbiguousSessionError,
     CorruptLogError,
     DshStoreError,
     EventValidationError,
+    NeedsMigrationError,
     NotASessionError,
     SessionExistsError,
     SessionNotFoundError,
     UnsupportedVersionError,
-    WriterBrokenError,
 )
 from .jsonl import layout
 from .jsonl.files import LogWriter, make_dirs, materialize
 from .jsonl.lock import SessionLock
-from .jsonl.repair import commit_truncation, sidecar_path
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
 from .jsonl.writebehind import (
@@ -49,17 +47,16 @@ from .jsonl.writebehind import (
     DEFAULT_MAX_BATCH_EVENTS,
     DEFAULT_MAX_PENDING_BYTES,
     DEFAULT_WINDOW_S,
-    AsyncWriteBehind,
-    ThreadWriteBehind,
 )
+from .live import AsyncLiveSession, AsyncOpening, LiveSession, _Handle
 from .model import (
     SESSION_FORMAT_VERSION,
-    EventInput,
     Session,
     SessionEvent,
     SessionHeader,
     build_fork_seed,
 )
+from .repair import RepairPlan, commit_repair, repair_file
 from .restore import Inspection, read_log, revision_of
 
 __all__ = [
@@ -80,174 +77,6 @@ Clock = Callable[[], int]
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class NeedsMigrationError(DshStoreError):
-    """A log of an older format was asked to take v4 bytes (a repair or an append).
-
-    Older logs are never appended to: ``dsh-store migrate`` (or ``JsonlStore.open``)
-    publishes the v4 upgrade beside them, and the upgrade closes an interrupted turn itself.
-    """
-
-    def __init__(self, path: str, version: int, action: str) -> None:
-        super().__init__(
-            f"{path}: cannot {action} a format-{version} log in place; run `dsh-store migrate` "
-            "to publish its v4 upgrade (the source stays untouched), then retry",
-            path=path,
-            version=version,
-            action=action,
-        )
-
-
-class AmbiguousSessionError(DshStoreError):
-    """One session id is filed under several project directories of the store root."""
-
-    def __init__(self, session_id: str, logs: Sequence[Path]) -> None:
-        super().__init__(
-            f"session {session_id!r} appears in {len(logs)} project directories "
-            f"({', '.join(str(log.parent) for log in logs)}); keep one and move the others out "
-            "of the store root",
-            session_id=session_id,
-            paths=tuple(str(log) for log in logs),
-        )
-
-
-def commit_repair(inspection: Inspection) -> Inspection:
-    """Make an inspection's repair durable, loss-free, then re-read the log.
-
-    The torn bytes go to a fsynced ``.torn-<offset>`` sidecar before the log is truncated
-    to its committed prefix; then the closers are appended as one fsynced batch. Running
-    it again after a crash at any point converges to the same log; on a balanced log it
-    writes nothing. The caller must hold the session lock (or own the file).
-    """
-    if not inspection.needs_repair:
-        return inspection
-    if inspection.source_version != SESSION_FORMAT_VERSION:
-        raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
-    if inspection.torn is not None:
-        # After an earlier repair at this offset (its sidecar exists), a tail that is a byte
-        # prefix of the closers is that repair's own unfinished write: complete it rather
-        # than saving our own bytes in a second sidecar.
-        earlier = sidecar_path(inspection.path, inspection.committed_size)
-        if earlier.exists() and _finish_interrupted_closers(inspection):
-            return read_log(inspection.path)
-        commit_truncation(
-            inspection.path, inspection.committed_size, expected_size=inspection.file_size
-        )
-    if inspection.closers:
-        first = inspection.closers[0].seq
-        with LogWriter.open(
-            inspection.path, expected_size=inspection.committed_size, next_seq=first
-        ) as writer:
-            writer.append(
-                [event.line for event in inspection.closers],
-                first,
-                first + len(inspection.closers) - 1,
-            )
-    return read_log(inspection.path)
-
-
-def _finish_interrupted_closers(inspection: Inspection) -> bool:
-    """Complete a closer batch that an earlier repair left half written; True if done.
-
-    Used only after an earlier repair at this offset. The closers depend only on the
-    committed prefix, so a torn tail that is a byte prefix of them is that repair's
-    unfinished write: appending the missing rest gives exactly the bytes an uninterrupted
-    repair writes.
-    """
-    torn = inspection.torn
-    if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
-        return False
-    closer_bytes = b"".join(event.line for event in inspection.closers)
-    with open(inspection.path, "rb") as log:
-        log.seek(torn.offset)
-        tail = log.read(torn.length + 1)
-    if len(tail) != torn.length or not closer_bytes.startswith(tail):
-        return False
-    # The writer only joins the pieces; one piece per seq keeps its count check meaningful.
-    pieces: list[bytes] = []
-    position = len(tail)
-    for _ in inspection.closers:
-        end = closer_bytes.index(b"\n", position) + 1
-        pieces.append(closer_bytes[position:end])
-        position = end
-    first = inspection.closers[0].seq
-    with LogWriter.open(
-        inspection.path, expected_size=inspection.file_size, next_seq=first
-    ) as writer:
-        writer.append(pieces, first, first + len(pieces) - 1)
-    return True
-
-
-@dataclass(frozen=True)
-class RepairPlan:
-    """What a repair does (or did) to one file.
-
-    ``truncate_at``/``torn_bytes`` describe the crash tail cut (saved first to
-    ``sidecar``), ``closers`` the event types appended; ``applied`` is False for a dry run
-    or when nothing was needed.
-    """
-
-    path: Path
-    classification: str
-    truncate_at: int | None
-    torn_bytes: int
-    sidecar: Path | None
-    closers: tuple[str, ...]
-    applied: bool
-
-    def describe(self) -> str:
-        """A few readable lines for the CLI."""
-        if self.truncate_at is None and not self.closers:
-            return f"{self.path}: {self.classification}: nothing to repair"
-        verb = "repaired" if self.applied else "would repair"
-        lines = [f"{self.path}: {verb} ({self.classification})"]
-        if self.truncate_at is not None:
-            lines.append(
-                f"  cut {self.torn_bytes} torn byte(s) at offset {self.truncate_at}, saved to "
-                f"{self.sidecar}"
-            )
-        if self.closers:
-            lines.append(f"  append closers: {', '.join(self.closers)}")
-        return "\n".join(lines)
-
-
-def repair_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairPlan:
-    """Repair one v4 log file in place, loss-free (see :func:`commit_repair`).
-
-    Works on any ``.jsonl`` path without a store root. Inside a session directory the
-    session lock is taken first, so an open writer makes this fail with
-    :class:`SessionLockedError`. Older formats are refused: migrate them instead (the
-    3->4 edge closes an interrupted turn itself).
-
-    :raises CorruptLogError: committed corruption; the file is left byte-identical.
-    """
-    log = Path(path)
-    inspection = read_log(log)
-    if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
-        raise NeedsMigrationError(str(log), inspection.source_version, "repair")
-    torn = inspection.torn
-    plan = RepairPlan(
-        path=log,
-        classification=inspection.classification,
-        truncate_at=None if torn is None else torn.offset,
-        torn_bytes=0 if torn is None else torn.length,
-        sidecar=None if torn is None else sidecar_path(log, torn.offset),
-        closers=tuple(event.type for event in inspection.closers),
-        applied=False,
-    )
-    if dry_run or not inspection.needs_repair:
-        return plan
-    lock: SessionLock | None = None
-    if log.name == layout.generation_name(SESSION_FORMAT_VERSION):
-        lock = SessionLock(log.parent, inspection.header.id)
-        lock.acquire()
-    try:
-        commit_repair(read_log(log))
-    finally:
-        if lock is not None:
-            lock.release()
-    return replace(plan, applied=True)
 
 
 class JsonlStore:
@@ -515,7 +344,7 @@ class JsonlStore:
         )
         path = layout.log_path(self.root, session_id, cwd)
         session = Session.create(session_id, header=header, clock=self._clock)
-        return _Handle(self, session, path, lock=None, writer=None)
+        return _Handle(self._writer_options, session, path, lock=None, writer=None)
 
     def open(self, session_id: str) -> LiveSession:
         """Open a stored session for writing: lock, restore, repair, then resume.
@@ -558,7 +387,12 @@ class JsonlStore:
             lock.release()
             raise
         return _Handle(
-            self, session, inspection.path, lock=lock, writer=writer, written=len(inspection.events)
+            self._writer_options,
+            session,
+            inspection.path,
+            lock=lock,
+            writer=writer,
+            written=len(inspection.events),
         )
 
     def _restore_for_write(self, log: Path, session_id: str) -> Inspection:
@@ -682,339 +516,3 @@ def _check_identity(inspection: Inspection, session_id: str) -> None:
             offset=0,
             rule="header-id-mismatch",
         )
-
-
-class _Handle:
-    """The shared core of the sync and async live sessions: model, lock, file writer."""
-
-    def __init__(
-        self,
-        store: JsonlStore,
-        session: Session,
-        path: Path,
-        *,
-        lock: SessionLock | None,
-        writer: LogWriter | None,
-        written: int = 0,
-    ) -> None:
-        self.store = store
-        self.session = session
-        self.path = path
-        self.lock = lock
-        self.writer = writer
-        self.written = written  # events already durable when the handle was made
-        self.options = store._writer_options
-
-    def pending_events(self) -> list[SessionEvent]:
-        """Events in memory that are not yet handed to the writer (e.g. the end-seed)."""
-        return list(self.session.events[self.written :])
-
-    def initial_durable_seq(self) -> int | None:
-        """The highest seq already on disk when the handle was made (None: nothing)."""
-        return self.written - 1 if self.writer is not None and self.written > 0 else None
-
-    def require_usable(self) -> None:
-        """Raise WriterBrokenError once a rollback failed: nothing more is accepted."""
-        writer = self.writer
-        if writer is not None and writer.broken_cause is not None:
-            raise WriterBrokenError(str(self.path), writer.broken_cause)
-
-    def unwritten(self, durable_seq: int | None) -> tuple[SessionEvent, ...]:
-        """Events of the session that are not known durable."""
-        start = 0 if durable_seq is None else durable_seq + 1
-        return self.session.events[start:]
-
-    def sink(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
-        """Write one batch durably: materialize on the first, append afterwards."""
-        if self.writer is None:
-            if first_seq != 0:
-                raise EventValidationError(
-                    f"the first batch of a new log must start at seq 0, got {first_seq}",
-                    rule="append-seq-mismatch",
-                    seq=first_seq,
-                    path=str(self.path),
-                )
-            make_dirs(self.path.parent)
-            lock = SessionLock(self.path.parent, self.session.id)
-            lock.acquire()
-            try:
-                self.writer = materialize(
-                    self.path,
-                    self.session.header.encode(),
-                    list(lines),
-                    session_id=self.session.id,
-                )
-            except BaseException:
-                lock.release()
-                raise
-            self.lock = lock
-            return
-        self.writer.append(lines, first_seq, last_seq)
-
-    def release(self) -> None:
-        """Close the file and release the lock; idempotent."""
-        try:
-            if self.writer is not None:
-                self.writer.close()
-        finally:
-            if self.lock is not None:
-                self.lock.release()
-
-
-class _LiveViews:
-    """What the sync and async live sessions share: read-only views of the open session."""
-
-    _handle: _Handle
-    _queue: ThreadWriteBehind | AsyncWriteBehind
-
-    @property
-    def session(self) -> Session:
-        """The in-memory session (read-only views of events, surface, messages)."""
-        return self._handle.session
-
-    @property
-    def id(self) -> str:
-        """The session id."""
-        return self._handle.session.id
-
-    @property
-    def path(self) -> Path:
-        """The log file this session writes."""
-        return self._handle.path
-
-    @property
-    def durable_seq(self) -> int | None:
-        """Highest seq known durable on disk (None before the first write)."""
-        return self._queue.durable_seq
-
-    @property
-    def unwritten_events(self) -> tuple[SessionEvent, ...]:
-        """Events appended in memory but not known durable (e.g. after a failed write)."""
-        return self._handle.unwritten(self._queue.durable_seq)
-
-
-class LiveSession(_LiveViews):
-    """A session open for writing (sync API): appends return at once, writes batch behind.
-
-    ``append`` validates and assigns the seq synchronously and hands the event to the
-    background writer; ``flush`` returns once every event appended so far is durable;
-    ``close`` drains and releases the lock. Use it as a context manager.
-    """
-
-    _queue: ThreadWriteBehind
-
-    def __init__(self, handle: _Handle) -> None:
-        self._handle = handle
-        self._queue = ThreadWriteBehind(
-            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
-        )
-        self._closed = False
-        for event in handle.pending_events():
-            self._queue.enqueue(event.seq, event.line)
-
-    def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: Any = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-    ) -> SessionEvent:
-        """Validate and append one event; it becomes durable within the batching window.
-
-        Blocks only when ``max_pending_bytes`` of unwritten events are waiting.
-
-        :raises WriterBrokenError: an earlier write could not be rolled back.
-        """
-        self._require_open()
-        event = self._handle.session.append(
-            type,
-            data,
-            surface_op=surface_op,
-            source_event_seqs=source_event_seqs,
-            ignorable=ignorable,
-        )
-        self._queue.enqueue(event.seq, event.line)
-        return event
-
-    def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
-        """Validate all inputs first, then append them together (all or nothing)."""
-        self._require_open()
-        events = self._handle.session.append_many(inputs)
-        for event in events:
-            self._queue.enqueue(event.seq, event.line)
-        return events
-
-    def flush(self, timeout: float | None = None) -> None:
-        """Block until every event appended so far (and meanwhile) is durable.
-
-        :raises OSError: the write failed; the events stay queued and the next flush retries.
-        :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
-        """
-        self._require_open()
-        self._queue.flush(timeout)
-
-    def close(self) -> None:
-        """Drain every pending event, then release the file and the lock; idempotent.
-
-        The file and the lock are released even when the drain fails (the error is
-        raised): reopening the session then restores what is durable. Events that were
-        not written stay readable from :attr:`unwritten_events`.
-        """
-        if self._closed:
-            return
-        try:
-            self._handle.require_usable()
-            self._queue.close()
-        finally:
-            self._closed = True
-            self._handle.release()
-
-    def _require_open(self) -> None:
-        if self._closed:
-            raise ValueError(f"session {self.id!r} is closed; reopen it with store.open()")
-        self._handle.require_usable()
-
-    def __enter__(self) -> LiveSession:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class AsyncOpening:
-    """An opening session: ``live = await opening`` or ``async with opening as live``."""
-
-    def __init__(self, start: Callable[[], Coroutine[Any, Any, AsyncLiveSession]]) -> None:
-        self._start = start
-        self._live: AsyncLiveSession | None = None
-
-    def __await__(self) -> Generator[Any, None, AsyncLiveSession]:
-        return self._start().__await__()
-
-    async def __aenter__(self) -> AsyncLiveSession:
-        self._live = await self._start()
-        return await self._live.__aenter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._live is not None:
-            await self._live.__aexit__(exc_type, exc, tb)
-
-
-class AsyncLiveSession(_LiveViews):
-    """The asyncio twin of :class:`LiveSession`: file I/O runs in the loop's executor."""
-
-    _queue: AsyncWriteBehind
-
-    def __init__(self, handle: _Handle) -> None:
-        self._handle = handle
-        self._queue = AsyncWriteBehind(
-            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
-        )
-        self._closed = False
-        self._started = False
-        # Seqs are assigned at append and must reach the queue in that order, even when
-        # one append waits for room (backpressure) while another task appends.
-        self._order = asyncio.Lock()
-
-    async def _start(self) -> None:
-        if not self._started:
-            self._started = True
-            async with self._order:
-                for event in self._handle.pending_events():
-                    await self._queue.enqueue(event.seq, event.line)
-
-    async def append(
-        self,
-        type: str,
-        data: Any,
-        *,
-        surface_op: Any = None,
-        source_event_seqs: Sequence[int] | None = None,
-        ignorable: bool = False,
-    ) -> SessionEvent:
-        """Validate and append one event; awaits only at ``max_pending_bytes``.
-
-        :raises WriterBrokenError: an earlier write could not be rolled back.
-        """
-        self._require_open()
-        await self._start()
-        async with self._order:
-            event = self._handle.session.append(
-                type,
-                data,
-                surface_op=surface_op,
-                source_event_seqs=source_event_seqs,
-                ignorable=ignorable,
-            )
-            await self._queue.enqueue(event.seq, event.line)
-        return event
-
-    async def append_many(
-        self, inputs: Iterable[EventInput | tuple[Any, ...]]
-    ) -> list[SessionEvent]:
-        """Validate all inputs first, then append them together (all or nothing)."""
-        self._require_open()
-        await self._start()
-        async with self._order:
-            events = self._handle.session.append_many(inputs)
-            for event in events:
-                await self._queue.enqueue(event.seq, event.line)
-        return events
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Return once every event appended so far (and meanwhile) is durable.
-
-        :raises OSError: the write failed; the events stay queued and the next flush retries.
-        :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
-        """
-        self._require_open()
-        await self._start()
-        await self._queue.flush(timeout)
-
-    async def close(self) -> None:
-        """Drain, then release the file and the lock (in the executor); idempotent.
-
-        Like :meth:`LiveSession.close`, the lock is released even when the drain fails.
-        """
-        if self._closed:
-            return
-        try:
-            self._handle.require_usable()
-            await self._start()
-            # An append waiting for room already holds its seq: write the queue so it gets
-            # room, then wait for it to be queued, so the drain below includes it.
-            await self._queue.flush()
-            async with self._order:
-                await self._queue.close()
-        finally:
-            self._closed = True
-            await asyncio.get_running_loop().run_in_executor(None, self._handle.release)
-
-    def _require_open(self) -> None:
-        if self._closed:
-            raise ValueError(f"session {self.id!r} is closed; reopen it with store.aopen()")
-        self._handle.require_usable()
-
-    async def __aenter__(self) -> AsyncLiveSession:
-        await self._start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -1,0 +1,357 @@
+"""Sessions open for writing: the sync :class:`LiveSession` and :class:`AsyncLiveSession`.
+
+Both hold the session's exclusive lock from open (or first write) to close, validate and
+sequence events in memory at ``append``, and hand the canonical lines to a write-behind
+queue (a worker thread, or asyncio with disk I/O in the loop's executor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .errors import EventValidationError, WriterBrokenError
+from .jsonl.files import LogWriter, make_dirs, materialize
+from .jsonl.lock import SessionLock
+from .jsonl.writebehind import AsyncWriteBehind, ThreadWriteBehind
+from .model import EventInput, Session, SessionEvent
+
+__all__ = ["AsyncLiveSession", "AsyncOpening", "LiveSession"]
+
+
+class _Handle:
+    """The shared core of the sync and async live sessions: model, lock, file writer."""
+
+    def __init__(
+        self,
+        options: Mapping[str, Any],
+        session: Session,
+        path: Path,
+        *,
+        lock: SessionLock | None,
+        writer: LogWriter | None,
+        written: int = 0,
+    ) -> None:
+        self.session = session
+        self.path = path
+        self.lock = lock
+        self.writer = writer
+        self.written = written  # events already durable when the handle was made
+        self.options = options  # the store's write-behind settings
+
+    def pending_events(self) -> list[SessionEvent]:
+        """Events in memory that are not yet handed to the writer (e.g. the end-seed)."""
+        return list(self.session.events[self.written :])
+
+    def initial_durable_seq(self) -> int | None:
+        """The highest seq already on disk when the handle was made (None: nothing)."""
+        return self.written - 1 if self.writer is not None and self.written > 0 else None
+
+    def require_usable(self) -> None:
+        """Raise WriterBrokenError once a rollback failed: nothing more is accepted."""
+        writer = self.writer
+        if writer is not None and writer.broken_cause is not None:
+            raise WriterBrokenError(str(self.path), writer.broken_cause)
+
+    def unwritten(self, durable_seq: int | None) -> tuple[SessionEvent, ...]:
+        """Events of the session that are not known durable."""
+        start = 0 if durable_seq is None else durable_seq + 1
+        return self.session.events[start:]
+
+    def sink(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
+        """Write one batch durably: materialize on the first, append afterwards."""
+        if self.writer is None:
+            if first_seq != 0:
+                raise EventValidationError(
+                    f"the first batch of a new log must start at seq 0, got {first_seq}",
+                    rule="append-seq-mismatch",
+                    seq=first_seq,
+                    path=str(self.path),
+                )
+            make_dirs(self.path.parent)
+            lock = SessionLock(self.path.parent, self.session.id)
+            lock.acquire()
+            try:
+                self.writer = materialize(
+                    self.path,
+                    self.session.header.encode(),
+                    list(lines),
+                    session_id=self.session.id,
+                )
+            except BaseException:
+                lock.release()
+                raise
+            self.lock = lock
+            return
+        self.writer.append(lines, first_seq, last_seq)
+
+    def release(self) -> None:
+        """Close the file and release the lock; idempotent."""
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+
+
+class _LiveViews:
+    """What the sync and async live sessions share: read-only views of the open session."""
+
+    _handle: _Handle
+    _queue: ThreadWriteBehind | AsyncWriteBehind
+
+    @property
+    def session(self) -> Session:
+        """The in-memory session (read-only views of events, surface, messages)."""
+        return self._handle.session
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._handle.session.id
+
+    @property
+    def path(self) -> Path:
+        """The log file this session writes."""
+        return self._handle.path
+
+    @property
+    def durable_seq(self) -> int | None:
+        """Highest seq known durable on disk (None before the first write)."""
+        return self._queue.durable_seq
+
+    @property
+    def unwritten_events(self) -> tuple[SessionEvent, ...]:
+        """Events appended in memory but not known durable (e.g. after a failed write)."""
+        return self._handle.unwritten(self._queue.durable_seq)
+
+
+class LiveSession(_LiveViews):
+    """A session open for writing (sync API): appends return at once, writes batch behind.
+
+    ``append`` validates and assigns the seq synchronously and hands the event to the
+    background writer; ``flush`` returns once every event appended so far is durable;
+    ``close`` drains and releases the lock. Use it as a context manager.
+    """
+
+    _queue: ThreadWriteBehind
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
+        self._queue = ThreadWriteBehind(
+            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
+        )
+        self._closed = False
+        for event in handle.pending_events():
+            self._queue.enqueue(event.seq, event.line)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: Any = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> SessionEvent:
+        """Validate and append one event; it becomes durable within the batching window.
+
+        Blocks only when ``max_pending_bytes`` of unwritten events are waiting.
+
+        :raises WriterBrokenError: an earlier write could not be rolled back.
+        """
+        self._require_open()
+        event = self._handle.session.append(
+            type,
+            data,
+            surface_op=surface_op,
+            source_event_seqs=source_event_seqs,
+            ignorable=ignorable,
+        )
+        self._queue.enqueue(event.seq, event.line)
+        return event
+
+    def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
+        """Validate all inputs first, then append them together (all or nothing)."""
+        self._require_open()
+        events = self._handle.session.append_many(inputs)
+        for event in events:
+            self._queue.enqueue(event.seq, event.line)
+        return events
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every event appended so far (and meanwhile) is durable.
+
+        :raises OSError: the write failed; the events stay queued and the next flush retries.
+        :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
+        """
+        self._require_open()
+        self._queue.flush(timeout)
+
+    def close(self) -> None:
+        """Drain every pending event, then release the file and the lock; idempotent.
+
+        The file and the lock are released even when the drain fails (the error is
+        raised): reopening the session then restores what is durable. Events that were
+        not written stay readable from :attr:`unwritten_events`.
+        """
+        if self._closed:
+            return
+        try:
+            self._handle.require_usable()
+            self._queue.close()
+        finally:
+            self._closed = True
+            self._handle.release()
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"session {self.id!r} is closed; reopen it with store.open()")
+        self._handle.require_usable()
+
+    def __enter__(self) -> LiveSession:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncOpening:
+    """An opening session: ``live = await opening`` or ``async with opening as live``."""
+
+    def __init__(self, start: Callable[[], Coroutine[Any, Any, AsyncLiveSession]]) -> None:
+        self._start = start
+        self._live: AsyncLiveSession | None = None
+
+    def __await__(self) -> Generator[Any, None, AsyncLiveSession]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> AsyncLiveSession:
+        self._live = await self._start()
+        return await self._live.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._live is not None:
+            await self._live.__aexit__(exc_type, exc, tb)
+
+
+class AsyncLiveSession(_LiveViews):
+    """The asyncio twin of :class:`LiveSession`: file I/O runs in the loop's executor."""
+
+    _queue: AsyncWriteBehind
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
+        self._queue = AsyncWriteBehind(
+            handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
+        )
+        self._closed = False
+        self._started = False
+        # Seqs are assigned at append and must reach the queue in that order, even when
+        # one append waits for room (backpressure) while another task appends.
+        self._order = asyncio.Lock()
+
+    async def _start(self) -> None:
+        if not self._started:
+            self._started = True
+            async with self._order:
+                for event in self._handle.pending_events():
+                    await self._queue.enqueue(event.seq, event.line)
+
+    async def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: Any = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> SessionEvent:
+        """Validate and append one event; awaits only at ``max_pending_bytes``.
+
+        :raises WriterBrokenError: an earlier write could not be rolled back.
+        """
+        self._require_open()
+        await self._start()
+        async with self._order:
+            event = self._handle.session.append(
+                type,
+                data,
+                surface_op=surface_op,
+                source_event_seqs=source_event_seqs,
+                ignorable=ignorable,
+            )
+            await self._queue.enqueue(event.seq, event.line)
+        return event
+
+    async def append_many(
+        self, inputs: Iterable[EventInput | tuple[Any, ...]]
+    ) -> list[SessionEvent]:
+        """Validate all inputs first, then append them together (all or nothing)."""
+        self._require_open()
+        await self._start()
+        async with self._order:
+            events = self._handle.session.append_many(inputs)
+            for event in events:
+                await self._queue.enqueue(event.seq, event.line)
+        return events
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Return once every event appended so far (and meanwhile) is durable.
+
+        :raises OSError: the write failed; the events stay queued and the next flush retries.
+        :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
+        """
+        self._require_open()
+        await self._start()
+        await self._queue.flush(timeout)
+
+    async def close(self) -> None:
+        """Drain, then release the file and the lock (in the executor); idempotent.
+
+        Like :meth:`LiveSession.close`, the lock is released even when the drain fails.
+        """
+        if self._closed:
+            return
+        try:
+            self._handle.require_usable()
+            await self._start()
+            # An append waiting for room already holds its seq: write the queue so it gets
+            # room, then wait for it to be queued, so the drain below includes it.
+            await self._queue.flush()
+            async with self._order:
+                await self._queue.close()
+        finally:
+            self._closed = True
+            await asyncio.get_running_loop().run_in_executor(None, self._handle.release)
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"session {self.id!r} is closed; reopen it with store.aopen()")
+        self._handle.require_usable()
+
+    async def __aenter__(self) -> AsyncLiveSession:
+        await self._start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,160 @@
+"""Loss-free repair of a crashed v4 log: cut the torn tail, append the closers.
+
+The crash story: the torn bytes are first copied to a fsynced sidecar, then the log is
+truncated to its committed prefix, then the closers are appended as one fsynced batch; a
+crash at any step converges on the next repair, and a balanced log is never written.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .errors import NeedsMigrationError
+from .jsonl import layout
+from .jsonl.files import LogWriter
+from .jsonl.lock import SessionLock
+from .jsonl.repair import commit_truncation, sidecar_path
+from .model import SESSION_FORMAT_VERSION
+from .restore import Inspection, read_log
+
+__all__ = ["RepairPlan", "commit_repair", "repair_file"]
+
+
+def commit_repair(inspection: Inspection) -> Inspection:
+    """Make an inspection's repair durable, loss-free, then re-read the log.
+
+    The torn bytes go to a fsynced ``.torn-<offset>`` sidecar before the log is truncated
+    to its committed prefix; then the closers are appended as one fsynced batch. Running
+    it again after a crash at any point converges to the same log; on a balanced log it
+    writes nothing. The caller must hold the session lock (or own the file).
+    """
+    if not inspection.needs_repair:
+        return inspection
+    if inspection.source_version != SESSION_FORMAT_VERSION:
+        raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
+    if inspection.torn is not None:
+        # After an earlier repair at this offset (its sidecar exists), a tail that is a byte
+        # prefix of the closers is that repair's own unfinished write: complete it rather
+        # than saving our own bytes in a second sidecar.
+        earlier = sidecar_path(inspection.path, inspection.committed_size)
+        if earlier.exists() and _finish_interrupted_closers(inspection):
+            return read_log(inspection.path)
+        commit_truncation(
+            inspection.path, inspection.committed_size, expected_size=inspection.file_size
+        )
+    if inspection.closers:
+        first = inspection.closers[0].seq
+        with LogWriter.open(
+            inspection.path, expected_size=inspection.committed_size, next_seq=first
+        ) as writer:
+            writer.append(
+                [event.line for event in inspection.closers],
+                first,
+                first + len(inspection.closers) - 1,
+            )
+    return read_log(inspection.path)
+
+
+def _finish_interrupted_closers(inspection: Inspection) -> bool:
+    """Complete a closer batch that an earlier repair left half written; True if done.
+
+    Used only after an earlier repair at this offset. The closers depend only on the
+    committed prefix, so a torn tail that is a byte prefix of them is that repair's
+    unfinished write: appending the missing rest gives exactly the bytes an uninterrupted
+    repair writes.
+    """
+    torn = inspection.torn
+    if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
+        return False
+    closer_bytes = b"".join(event.line for event in inspection.closers)
+    with open(inspection.path, "rb") as log:
+        log.seek(torn.offset)
+        tail = log.read(torn.length + 1)
+    if len(tail) != torn.length or not closer_bytes.startswith(tail):
+        return False
+    # The writer only joins the pieces; one piece per seq keeps its count check meaningful.
+    pieces: list[bytes] = []
+    position = len(tail)
+    for _ in inspection.closers:
+        end = closer_bytes.index(b"\n", position) + 1
+        pieces.append(closer_bytes[position:end])
+        position = end
+    first = inspection.closers[0].seq
+    with LogWriter.open(
+        inspection.path, expected_size=inspection.file_size, next_seq=first
+    ) as writer:
+        writer.append(pieces, first, first + len(pieces) - 1)
+    return True
+
+
+@dataclass(frozen=True)
+class RepairPlan:
+    """What a repair does (or did) to one file.
+
+    ``truncate_at``/``torn_bytes`` describe the crash tail cut (saved first to
+    ``sidecar``), ``closers`` the event types appended; ``applied`` is False for a dry run
+    or when nothing was needed.
+    """
+
+    path: Path
+    classification: str
+    truncate_at: int | None
+    torn_bytes: int
+    sidecar: Path | None
+    closers: tuple[str, ...]
+    applied: bool
+
+    def describe(self) -> str:
+        """A few readable lines for the CLI."""
+        if self.truncate_at is None and not self.closers:
+            return f"{self.path}: {self.classification}: nothing to repair"
+        verb = "repaired" if self.applied else "would repair"
+        lines = [f"{self.path}: {verb} ({self.classification})"]
+        if self.truncate_at is not None:
+            lines.append(
+                f"  cut {self.torn_bytes} torn byte(s) at offset {self.truncate_at}, saved to "
+                f"{self.sidecar}"
+            )
+        if self.closers:
+            lines.append(f"  append closers: {', '.join(self.closers)}")
+        return "\n".join(lines)
+
+
+def repair_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairPlan:
+    """Repair one v4 log file in place, loss-free (see :func:`commit_repair`).
+
+    Works on any ``.jsonl`` path without a store root. Inside a session directory the
+    session lock is taken first, so an open writer makes this fail with
+    :class:`SessionLockedError`. Older formats are refused: migrate them instead (the
+    3->4 edge closes an interrupted turn itself).
+
+    :raises CorruptLogError: committed corruption; the file is left byte-identical.
+    """
+    log = Path(path)
+    inspection = read_log(log)
+    if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
+        raise NeedsMigrationError(str(log), inspection.source_version, "repair")
+    torn = inspection.torn
+    plan = RepairPlan(
+        path=log,
+        classification=inspection.classification,
+        truncate_at=None if torn is None else torn.offset,
+        torn_bytes=0 if torn is None else torn.length,
+        sidecar=None if torn is None else sidecar_path(log, torn.offset),
+        closers=tuple(event.type for event in inspection.closers),
+        applied=False,
+    )
+    if dry_run or not inspection.needs_repair:
+        return plan
+    lock: SessionLock | None = None
+    if log.name == layout.generation_name(SESSION_FORMAT_VERSION):
+        lock = SessionLock(log.parent, inspection.header.id)
+        lock.acquire()
+    try:
+        commit_repair(read_log(log))
+    finally:
+        if lock is not None:
+            lock.release()
+    return replace(plan, applied=True)
