@@ -12,7 +12,6 @@ This module only computes names; it never touches the disk.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -127,6 +126,8 @@ def encode_session_id(session_id: str) -> str:
     tilde = encoded.rfind("~", max(0, cut - 4), cut)
     if tilde != -1:
         cut = tilde  # keep the prefix free of half an escape
+    import hashlib  # only for ids too long to spell out (keeps start-up lean)
+
     digest = hashlib.sha256(encoded.encode("ascii")).hexdigest()
     return f"{encoded[:cut]}{_HASH_MARK}{digest}"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time as _time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, NoReturn
@@ -30,7 +29,6 @@ from .vocabulary import KNOWN_TYPES, SURFACE_TYPES
 
 __all__ = ["Clock", "EventInput", "Listener", "Session"]
 
-logger = logging.getLogger("dsh_store.model")
 
 Clock = Callable[[], int]
 """Returns the current time as integer epoch milliseconds."""
@@ -484,7 +482,10 @@ class Session:
                         listener(event)
                     except Exception:
                         # The append is committed; a failing observer must not undo it.
-                        logger.exception(
+                        # (logging is imported only here: it costs ~10 ms at start-up.)
+                        import logging
+
+                        logging.getLogger("dsh_store.model").exception(
                             "session %r: listener %r failed on seq %d (%s); the event stays "
                             "committed",
                             self._header.id,
