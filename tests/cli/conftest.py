@@ -16,6 +16,8 @@ from click.testing import CliRunner, Result
 from dsh_store.cli import main
 from dsh_store.store import JsonlStore
 from tests.conftest import REPO, SHARED
+from tests.corpus import loaded
+from tests.model.builders import system
 
 CONSOLE_SCRIPT = REPO / ".venv" / "bin" / "dsh-store"
 CORPUS = SHARED / "corpus"
@@ -37,20 +39,7 @@ def record_session(
             live.append("turn/start", {"turn": turn})
             live.append("step/start", {"turn": turn, "step": 1})
             if turn == 1:
-                live.append(
-                    "system/message",
-                    {
-                        "turn": 1,
-                        "step": 1,
-                        "message": {
-                            "role": "system",
-                            "content": _text("be brief"),
-                            "source": {"kind": "system-prompt"},
-                            "id": "sys",
-                        },
-                    },
-                    surface_op="append",
-                )
+                live.append("system/message", system(1, 1, "be brief", "sys"), surface_op="append")
             live.append(
                 "user/message",
                 {
@@ -83,30 +72,6 @@ def write_header(path: Path, version: int, session_id: str = "loose") -> None:
     path.write_bytes(json.dumps(header, separators=(",", ":")).encode() + b"\n")
 
 
-def _substitute(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("{{cwd}}", "/dsh-snapshot-cwd")
-    if isinstance(value, list):
-        return [_substitute(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _substitute(item) for key, item in value.items()}
-    return value
-
-
-def _materialize_tools(row: dict[str, Any], version: int) -> None:
-    header = row.get("data", {}).get("header") if row.get("type") == "request/header" else None
-    if not isinstance(header, dict) or "tools" not in header:
-        return
-    tools = header["tools"]
-    if tools == "{{tools}}":
-        if version >= 3:
-            del header["tools"]
-        else:
-            header["tools"] = []
-    elif isinstance(tools, list) and all(isinstance(name, str) for name in tools):
-        header["tools"] = [{"name": name, "description": "", "parameters": {}} for name in tools]
-
-
 def prepare_corpus_file(source: Path, target: Path) -> None:
     """Copy one corpus log the way the upstream fixture loader read it (placeholders filled).
 
@@ -125,8 +90,7 @@ def prepare_corpus_file(source: Path, target: Path) -> None:
             continue
         if number == 0 and isinstance(row.get("version"), int):
             version = row["version"]
-        row = _substitute(row)
-        _materialize_tools(row, version)
+        row = loaded(row, version)
         end = b"\n" if raw.endswith(b"\n") else b""
         out.append(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + end)
     target.parent.mkdir(parents=True, exist_ok=True)

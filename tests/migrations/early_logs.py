@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -102,6 +102,28 @@ def refused(
     assert detail in error.detail
     assert f"[rule: {rule}]" in str(error)
     return error
+
+
+def refuse_run(
+    runner: Callable[[Iterable[Row], Row | None], list[Row]],
+    edge: str,
+    rows: list[Row],
+    *,
+    rule: str,
+    seq: int | None,
+    event_type: str | None,
+    detail: str,
+    head: Row | None = None,
+) -> None:
+    """``runner(rows, head)`` must raise the refusal described (bind the first two)."""
+    refused(
+        lambda: runner(rows, head),
+        rule=rule,
+        seq=seq,
+        event_type=event_type,
+        detail=detail,
+        edge=edge,
+    )
 
 
 # -- a generator of valid format-0 logs --------------------------------------------

@@ -24,6 +24,7 @@ from dsh_store.errors import CorruptLogError, MigrationRefusedError
 from dsh_store.jsonl.scan import LogScanner
 from dsh_store.migrate import classify_header, migrate_file
 from dsh_store.restore import examine, read_log
+from tests.corpus import loaded
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 MANIFEST = CORPUS / "manifest.json"
@@ -42,34 +43,6 @@ def _entries() -> list[Any]:
     return params
 
 
-def _substitute(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("{{cwd}}", "/dsh-snapshot-cwd")
-    if isinstance(value, list):
-        return [_substitute(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _substitute(item) for key, item in value.items()}
-    return value
-
-
-def _loaded(row: dict[str, Any]) -> dict[str, Any]:
-    """What the upstream fixture loader did to a row before loading it (formats 0-2)."""
-    row = _substitute(row)
-    header = row.get("data", {}).get("header") if row.get("type") == "request/header" else None
-    if isinstance(header, dict):
-        tools = header.get("tools")
-        if tools == "{{tools}}":
-            header["tools"] = []
-        elif isinstance(tools, list):
-            header["tools"] = [
-                {"name": tool, "description": "", "parameters": {}}
-                if isinstance(tool, str)
-                else tool
-                for tool in tools
-            ]
-    return row
-
-
 def _loaded_copy(path: Path, directory: Path) -> Path:
     """The corpus file as the upstream loader saw it, as ``directory/session.jsonl``.
 
@@ -83,7 +56,7 @@ def _loaded_copy(path: Path, directory: Path) -> Path:
         except orjson.JSONDecodeError:
             out.append(line)
             continue
-        out.append(orjson.dumps(_loaded(value) if isinstance(value, dict) else value))
+        out.append(orjson.dumps(loaded(value, 0) if isinstance(value, dict) else value))
     directory.mkdir()
     copy = directory / "session.jsonl"
     copy.write_bytes(b"\n".join(out))

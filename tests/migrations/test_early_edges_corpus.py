@@ -16,6 +16,7 @@ import pytest
 
 from dsh_store.errors import MigrationRefusedError
 from dsh_store.migrations import MigrationContext, v0_to_v1, v1_to_v2
+from tests.corpus import loaded
 
 # tests/migrations/<this file> -> repository -> its sibling holding the shared material
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -53,38 +54,12 @@ def _entries() -> list[dict[str, Any]]:
     return [entry for entry in files if entry["expected"] != "not-a-session"]
 
 
-def _substitute(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("{{cwd}}", "/dsh-snapshot-cwd")
-    if isinstance(value, list):
-        return [_substitute(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _substitute(item) for key, item in value.items()}
-    return value
-
-
-def _materialize_tools(row: dict[str, Any]) -> None:
-    header = row["data"].get("header")
-    if row["type"] != "request/header" or not isinstance(header, dict):
-        return
-    tools = header.get("tools")
-    if tools == "{{tools}}":
-        header["tools"] = []
-    elif isinstance(tools, list):
-        header["tools"] = [
-            {"name": tool, "description": "", "parameters": {}} if isinstance(tool, str) else tool
-            for tool in tools
-        ]
-
-
 def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     lines = path.read_bytes().split(b"\n")
     complete = lines[:-1]  # the part after the last newline is torn (or empty)
-    rows = [_substitute(json.loads(line)) for line in complete if line]
+    rows = [loaded(json.loads(line), 0) for line in complete if line]  # every one is format 0
     header = rows[0]
     header.setdefault("delegationDepth", 0)
-    for row in rows[1:]:
-        _materialize_tools(row)
     return header, rows[1:]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given
 
 from dsh_store.migrations import EDGES, v0_to_v1
 
-from .early_logs import CONTEXT, Row, ev, header, refused, run01, user, v0_logs
+from .early_logs import CONTEXT, Row, ev, header, refuse_run, refused, run01, user, v0_logs
 
 E = "0->1"
 
@@ -20,18 +21,7 @@ def one(row: Row, head: Row | None = None) -> Row:
     return out
 
 
-def refuse(
-    rows: list[Row],
-    *,
-    rule: str,
-    seq: int | None,
-    event_type: str | None,
-    detail: str,
-    head: Row | None = None,
-) -> None:
-    refused(
-        lambda: run01(rows, head), rule=rule, seq=seq, event_type=event_type, detail=detail, edge=E
-    )
+refuse = partial(refuse_run, run01, E)
 
 
 # -- transformations --------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from .early_logs import (
     ev,
     header,
     long_log,
+    refuse_run,
     refused,
     run01,
     run12,
@@ -32,18 +34,7 @@ from .early_logs import (
 E = "1->2"
 
 
-def refuse(
-    rows: list[Row],
-    *,
-    rule: str,
-    seq: int | None,
-    event_type: str | None,
-    detail: str,
-    head: Row | None = None,
-) -> None:
-    refused(
-        lambda: run12(rows, head), rule=rule, seq=seq, event_type=event_type, detail=detail, edge=E
-    )
+refuse = partial(refuse_run, run12, E)
 
 
 def kinds(rows: list[Row]) -> list[str]:

@@ -15,50 +15,20 @@ from hypothesis import strategies as st
 from dsh_store.errors import MigrationRefusedError
 from dsh_store.migrations import MigrationContext, v2_to_v3
 from tests.conftest import SHARED
+from tests.corpus import loaded, materialize_tools
+
+from .late_logs import drain, load_sample, log, refusal_of, session_header, user
 
 EDGE = v2_to_v3.EDGE
 PATH = "/logs/s/session.v2.jsonl"
-HEADER: dict[str, Any] = {
-    "type": "session",
-    "version": 2,
-    "id": "s-1",
-    "createdAt": 1000,
-    "isSeeded": False,
-    "delegationDepth": 0,
-}
+HEADER: dict[str, Any] = session_header(2)
 PLUGIN = "@deepseek-ai/dsh-system-prompt"
 
 
 def run(events: list[dict[str, Any]], header: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Feed ``events`` (seq and time filled in from position) through the edge."""
     header = header or HEADER
-    stage = EDGE.stage(header, MigrationContext(path=PATH, session_id=header["id"]))
-    out: list[dict[str, Any]] = []
-    for event in events:
-        out.extend(stage.feed(event))
-    out.extend(stage.finish())
-    return out
-
-
-def log(*specs: tuple[Any, ...]) -> list[dict[str, Any]]:
-    """Build dense v2 events from ``(type, data[, extra envelope])`` tuples."""
-    events = []
-    for seq, spec in enumerate(specs):
-        event: dict[str, Any] = {"type": spec[0], "seq": seq, "time": 100 + seq, "data": spec[1]}
-        if len(spec) > 2:
-            event.update(spec[2])
-        events.append(event)
-    return events
-
-
-def user(text: str, message_id: str, source: dict[str, Any] | None = None) -> tuple[Any, ...]:
-    data = {
-        "role": "user",
-        "id": message_id,
-        "content": [{"type": "text", "text": text}],
-        "source": source or {"kind": "user"},
-    }
-    return ("user/message", data, {"surfaceOp": "append"})
+    return drain(EDGE.stage(header, MigrationContext(path=PATH, session_id=header["id"])), events)
 
 
 def request(system: str | None = None, **header: Any) -> tuple[Any, ...]:
@@ -82,12 +52,7 @@ def expected_id(anchor_seq: int, anchor_type: str, header_id: str = "s-1") -> st
 
 
 def refusal(events: list[dict[str, Any]], header: dict[str, Any] | None = None) -> Any:
-    with pytest.raises(MigrationRefusedError) as caught:
-        run(events, header)
-    error: Any = caught.value
-    assert error.edge == "2->3"
-    assert error.path == PATH
-    return error
+    return refusal_of(lambda: run(events, header), edge="2->3", path=PATH)
 
 
 # -- header ---------------------------------------------------------------------------
@@ -705,22 +670,10 @@ def test_non_string_prompt_is_refused() -> None:
 # -- the real sample ------------------------------------------------------------------
 
 
-def _load(name: str) -> list[dict[str, Any]]:
-    path = SHARED / "reference" / "samples" / name
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _materialize_tools(rows: list[dict[str, Any]], version: int) -> list[dict[str, Any]]:
-    """The corpus placeholder rule for ``"{{tools}}"`` (corpus/README.md)."""
+    """The corpus placeholder rule for ``header.tools`` (corpus/README.md)."""
     for row in rows:
-        if (
-            row.get("type") == "request/header"
-            and row["data"]["header"].get("tools") == "{{tools}}"
-        ):
-            if version <= 2:
-                row["data"]["header"]["tools"] = []
-            else:
-                del row["data"]["header"]["tools"]
+        materialize_tools(row, version)
     return rows
 
 
@@ -742,8 +695,8 @@ def _surface(events: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]:
 
 
 def test_feedback_command_sample_v2_migrates_to_the_recorded_v3() -> None:
-    v2 = _materialize_tools(_load("feedback-command.v2.jsonl"), 2)
-    v3 = _materialize_tools(_load("feedback-command.v3.jsonl"), 3)
+    v2 = _materialize_tools(load_sample("feedback-command.v2.jsonl"), 2)
+    v3 = _materialize_tools(load_sample("feedback-command.v3.jsonl"), 3)
     context = MigrationContext(path=PATH, session_id=v2[0]["id"])
     assert EDGE.header(v2[0], context) == v3[0]
     out = run(v2[1:], v2[0])
@@ -871,22 +824,9 @@ def test_property_dense_deterministic_and_references_follow_their_events(
 def _corpus_rows(relative: str) -> list[dict[str, Any]]:
     """Load one corpus log with the placeholder substitution of corpus/README.md."""
     text = (SHARED / "corpus" / relative).read_text(encoding="utf-8")
-    rows = [
-        json.loads(line)
-        for line in text.replace("{{cwd}}", "/dsh-snapshot-cwd").splitlines()
-        if line.strip()
-    ]
+    # Every corpus log is format 0.
+    rows = [loaded(json.loads(line), 0) for line in text.splitlines() if line.strip()]
     rows[0].setdefault("delegationDepth", 0)
-    for row in rows[1:]:
-        header = row["data"].get("header") if row.get("type") == "request/header" else None
-        if isinstance(header, dict):
-            tools = header.get("tools")
-            if tools == "{{tools}}":
-                header["tools"] = []
-            elif isinstance(tools, list) and all(isinstance(name, str) for name in tools):
-                header["tools"] = [
-                    {"name": name, "description": "", "parameters": {}} for name in tools
-                ]
     return rows
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from itertools import pairwise
 from typing import Any, cast
 
@@ -13,18 +12,12 @@ from hypothesis import strategies as st
 
 from dsh_store.errors import MigrationRefusedError
 from dsh_store.migrations import MigrationContext, v3_to_v4
-from tests.conftest import SHARED
+
+from .late_logs import drain, load_sample, log, refusal_of, session_header, user
 
 EDGE = v3_to_v4.EDGE
 PATH = "/logs/s/session.v3.jsonl"
-HEADER: dict[str, Any] = {
-    "type": "session",
-    "version": 3,
-    "id": "s-1",
-    "createdAt": 1000,
-    "isSeeded": False,
-    "delegationDepth": 0,
-}
+HEADER: dict[str, Any] = session_header(3)
 NO_CHILDREN: tuple[dict[str, Any], ...] = ()
 
 
@@ -37,22 +30,7 @@ def run(
     header: dict[str, Any] | None = None,
     ctx: MigrationContext | None = None,
 ) -> list[dict[str, Any]]:
-    stage = EDGE.stage(header or HEADER, ctx or context())
-    out: list[dict[str, Any]] = []
-    for event in events:
-        out.extend(stage.feed(event))
-    out.extend(stage.finish())
-    return out
-
-
-def log(*specs: tuple[Any, ...]) -> list[dict[str, Any]]:
-    events = []
-    for seq, spec in enumerate(specs):
-        event: dict[str, Any] = {"type": spec[0], "seq": seq, "time": 100 + seq, "data": spec[1]}
-        if len(spec) > 2:
-            event.update(spec[2])
-        events.append(event)
-    return events
+    return drain(EDGE.stage(header or HEADER, ctx or context()), events)
 
 
 def refusal(
@@ -60,25 +38,7 @@ def refusal(
     header: dict[str, Any] | None = None,
     ctx: MigrationContext | None = None,
 ) -> Any:
-    with pytest.raises(MigrationRefusedError) as caught:
-        run(events, header, ctx)
-    error: Any = caught.value
-    assert error.edge == "3->4"
-    assert error.path == PATH
-    return error
-
-
-def user(
-    text: str, message_id: str, source: dict[str, Any] | None = None, **extra: Any
-) -> tuple[Any, ...]:
-    data = {
-        "role": "user",
-        "id": message_id,
-        "content": [{"type": "text", "text": text}],
-        "source": source or {"kind": "user"},
-        **extra,
-    }
-    return ("user/message", data, {"surfaceOp": "append"})
+    return refusal_of(lambda: run(events, header, ctx), edge="3->4", path=PATH)
 
 
 def splice(*messages: dict[str, Any]) -> tuple[Any, ...]:
@@ -762,11 +722,6 @@ def test_invalid_catalog_fact_is_refused(data: dict[str, Any], detail: str) -> N
 # -- the real sample ------------------------------------------------------------------
 
 
-def _load(name: str) -> list[dict[str, Any]]:
-    path = SHARED / "reference" / "samples" / name
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def _without_stream_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = copy.deepcopy(rows)
     for row in rows:
@@ -781,8 +736,8 @@ def _without_stream_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_feedback_command_sample_v3_migrates_to_the_recorded_v4() -> None:
     # Both files keep "{{tools}}" in the same place; the corpus rule drops the key in
     # formats 3-4 either way, so it cancels out and the rows are compared as they are.
-    v3 = _load("feedback-command.v3.jsonl")
-    v4 = _load("feedback-command.v4.jsonl")
+    v3 = load_sample("feedback-command.v3.jsonl")
+    v4 = load_sample("feedback-command.v4.jsonl")
     ctx = context(())
     assert EDGE.header(v3[0], ctx) == v4[0]
     out = run(v3[1:], v3[0], ctx)

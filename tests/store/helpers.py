@@ -1,8 +1,10 @@
-"""Shared builders for the store suites: payloads, a deterministic clock, canned logs."""
+"""Shared builders for the store suites: a deterministic clock, canned logs.
+
+The event payloads come from ``tests.model.builders``.
+"""
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 from collections.abc import Callable
@@ -13,16 +15,15 @@ import orjson
 
 from dsh_store.model import SessionEvent
 from dsh_store.store import JsonlStore, LiveSession
+from tests.model import builders
+from tests.model.builders import assistant, system, tool_call, tool_result, user
 
-PROVIDER = "deepseek-official"
-MODEL = "deepseek-v4-flash"
 CWD = "/home/dev/project"
 
 
 def ticking_clock(start: int = 1_700_000_000_000) -> Callable[[], int]:
     """A deterministic epoch-ms clock: start, start+1, ..."""
-    counter = itertools.count(start)
-    return lambda: next(counter)
+    return builders.ticking_clock(start)
 
 
 def make_store(root: str | os.PathLike[str], **options: Any) -> JsonlStore:
@@ -30,68 +31,6 @@ def make_store(root: str | os.PathLike[str], **options: Any) -> JsonlStore:
     options.setdefault("window_s", 0.002)
     options.setdefault("clock", ticking_clock())
     return JsonlStore(root, **options)
-
-
-def user(text: str = "hello", message_id: str = "m-user") -> dict[str, Any]:
-    return {
-        "role": "user",
-        "id": message_id,
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-    }
-
-
-def system(turn: int, step: int, text: str = "be helpful") -> dict[str, Any]:
-    return {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "role": "system",
-            "content": [{"type": "text", "text": text}],
-            "source": {"kind": "system-prompt"},
-            "id": "m-sys",
-        },
-    }
-
-
-def assistant(
-    turn: int, step: int, text: str | None = "hi", calls: tuple[str, ...] = (), mid: str = "m-a"
-) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    if text is not None:
-        content.append({"type": "text", "text": text})
-    for call_id in calls:
-        content.append({"type": "tool-call", "id": call_id, "name": "bash", "arguments": "{}"})
-    return {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "role": "assistant",
-            "content": content,
-            "source": {"kind": "model", "provider": PROVIDER, "model": MODEL},
-            "id": mid,
-        },
-        "stream": [],
-    }
-
-
-def tool_call(turn: int, step: int, call_id: str) -> dict[str, Any]:
-    return {"turn": turn, "step": step, "callId": call_id, "name": "bash", "arguments": "{}"}
-
-
-def tool_result(turn: int, step: int, call_id: str, text: str = "ok") -> dict[str, Any]:
-    return {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "role": "tool",
-            "source": {"kind": "tool", "callId": call_id},
-            "toolCallId": call_id,
-            "content": [{"type": "text", "text": text}],
-            "isError": False,
-            "id": f"m-r-{call_id}",
-        },
-    }
 
 
 def complete_turn(live: LiveSession, turn: int, *, first: bool = False) -> None:
@@ -103,7 +42,7 @@ def complete_turn(live: LiveSession, turn: int, *, first: bool = False) -> None:
     live.append("user/message", user(f"prompt {turn}", f"m-u{turn}"), surface_op="append")
     live.append(
         "assistant/message",
-        assistant(turn, 1, f"reply {turn}", mid=f"m-a{turn}"),
+        assistant(turn, 1, f"reply {turn}", message_id=f"m-a{turn}"),
         surface_op="append",
     )
     live.append("step/end", {"turn": turn, "step": 1})
@@ -118,7 +57,7 @@ def tool_turn(live: LiveSession, turn: int) -> None:
     call = f"call-{turn}"
     live.append(
         "assistant/message",
-        assistant(turn, 1, None, (call,), mid=f"m-a{turn}"),
+        assistant(turn, 1, None, (call,), message_id=f"m-a{turn}"),
         surface_op="append",
     )
     call_event = live.append("tool/call", tool_call(turn, 1, call))
@@ -132,7 +71,7 @@ def tool_turn(live: LiveSession, turn: int) -> None:
     live.append("step/start", {"turn": turn, "step": 2})
     live.append(
         "assistant/message",
-        assistant(turn, 2, "fertig — 完成", mid=f"m-a{turn}b"),
+        assistant(turn, 2, "fertig — 完成", message_id=f"m-a{turn}b"),
         surface_op="append",
     )
     live.append("step/end", {"turn": turn, "step": 2})
@@ -169,7 +108,7 @@ def open_tool_turn(
         replace_user(live, replace_seq)
     live.append(
         "assistant/message",
-        assistant(turn, 1, None, calls, mid=f"m-a{turn}"),
+        assistant(turn, 1, None, calls, message_id=f"m-a{turn}"),
         surface_op="append",
     )
     for call_id in calls[:logged]:

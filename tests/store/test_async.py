@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from dsh_store.errors import SessionLockedError
+from tests.model.builders import user
 
-from .helpers import CWD, make_store, user, wire_events
+from .helpers import CWD, make_store, wire_events
 
 
 def test_anew_then_aopen_round_trip(tmp_path: Path) -> None:

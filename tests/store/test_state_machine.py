@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from dsh_store.store import JsonlStore, LiveSession
+from tests.model.builders import user
 
-from .helpers import CWD, make_store, new_scratch_dir, snapshot, user
+from .helpers import CWD, make_store, new_scratch_dir, snapshot
 
 SESSION = "sm"
 

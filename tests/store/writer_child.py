@@ -18,7 +18,8 @@ import orjson
 
 from dsh_store.errors import SessionNotFoundError
 from dsh_store.store import JsonlStore, LiveSession
-from tests.store.helpers import CWD, assistant, tool_call, tool_result, user
+from tests.model.builders import assistant, tool_call, tool_result, user
+from tests.store.helpers import CWD
 
 
 def _ack(live: LiveSession, acked: int) -> int:
@@ -48,7 +49,7 @@ def main(root: str, session_id: str, turns: int) -> None:
             live.append("user/message", user(f"task {turn}", f"u{turn}"), surface_op="append")
             live.append(
                 "assistant/message",
-                assistant(turn, 1, "working " * (turn % 7), (call,), mid=f"a{turn}"),
+                assistant(turn, 1, "working " * (turn % 7), (call,), message_id=f"a{turn}"),
                 surface_op="append",
             )
             started = live.append("tool/call", tool_call(turn, 1, call))
