@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -62,6 +63,18 @@ def user(
         **extra,
     }
     return ("user/message", data, {"surfaceOp": "append"})
+
+
+def pure_dense_run(
+    run: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], events: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``run(events)``, checked pure (input untouched), deterministic and dense."""
+    snapshot = copy.deepcopy(events)
+    out = run(events)
+    assert events == snapshot  # pure: the input is untouched
+    assert run(copy.deepcopy(events)) == out  # deterministic
+    assert [e["seq"] for e in out] == list(range(len(out)))
+    return out
 
 
 def refusal_of(call: Callable[[], object], *, edge: str, path: str) -> Any:
