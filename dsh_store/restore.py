@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .errors import (
     CorruptLogError,
@@ -93,8 +93,7 @@ class Inspection:
         return self.torn is not None or bool(self.closers)
 
 
-@dataclass(frozen=True)
-class FileReport:
+class FileReport(NamedTuple):
     """The verdict on one file: never raised, always reported (see :func:`examine`)."""
 
     path: Path

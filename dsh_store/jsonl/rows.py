@@ -26,8 +26,7 @@ V0 logs lack ``delegationDepth`` and whether that is acceptable is a model/migra
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -72,8 +71,7 @@ _NEW_HEADER_OPTIONAL: Final = frozenset({"cwd", "parentSession", "origin", "agen
 _RETIRED_HEADER_FIELDS: Final = ("sandboxMode", "approvalPolicy")
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One problem a reader noticed: a stable rule name, a message and where it is.
 
     ``line`` is the 1-based physical line, ``offset`` the byte offset of that line's start,
@@ -88,8 +86,7 @@ class Finding:
     seq: int | None = None
 
 
-@dataclass(frozen=True)
-class HeaderInfo:
+class HeaderInfo(NamedTuple):
     """The decoded first line of a session log.
 
     ``value`` is the parsed header object, ``raw`` its bytes without BOM and line ending,
@@ -101,7 +98,7 @@ class HeaderInfo:
     value: dict[str, Any]
     raw: bytes
     size: int
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding]
 
 
 def read_header_line(line: bytes, *, path: str) -> HeaderInfo:

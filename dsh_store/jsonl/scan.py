@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple
 
@@ -62,8 +61,7 @@ class ScannedRow(NamedTuple):
     seq_count: int
 
 
-@dataclass(frozen=True)
-class TornTail:
+class TornTail(NamedTuple):
     """The crash tail: bytes ``[offset, offset + length)`` that are not part of the log.
 
     ``line`` is the physical line where it starts, ``seq`` the seq the next row should have

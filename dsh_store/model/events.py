@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal, NamedTuple, NoReturn
 
 import orjson
 
@@ -33,8 +32,7 @@ _ENVELOPE_KEYS: Final = frozenset(
 _RUN: Final = 3  # runs of at least this many consecutive seqs are written as [start, end]
 
 
-@dataclass(frozen=True, slots=True)
-class SurfaceReplace:
+class SurfaceReplace(NamedTuple):
     """``{"op": "replace", "startSeq": s, "endSeq": e}``: replace surface nodes s..e.
 
     The endpoints are event seqs of current surface nodes; their relative order is surface

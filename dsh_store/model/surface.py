@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._checks import fail
 from .events import SessionEvent, SurfaceOp, SurfaceReplace
@@ -12,16 +12,14 @@ from .vocabulary import SURFACE_TYPES
 __all__ = ["SurfaceFold", "SurfaceManager", "SurfaceReplacement", "SurfaceView", "fold_surface"]
 
 
-@dataclass(frozen=True, slots=True)
-class SurfaceView:
+class SurfaceView(NamedTuple):
     """A snapshot of the surface: node seqs in model-visible order and the rewrite count."""
 
     nodes: tuple[int, ...]
     replace_generation: int
 
 
-@dataclass(frozen=True, slots=True)
-class SurfaceReplacement:
+class SurfaceReplacement(NamedTuple):
     """One replacement seen by :func:`fold_surface`: the actual nodes it shadowed."""
 
     seq: int
@@ -30,8 +28,7 @@ class SurfaceReplacement:
     shadowed_seqs: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class SurfaceFold:
+class SurfaceFold(NamedTuple):
     """Result of replaying every surface operation of a log."""
 
     nodes: tuple[int, ...]
