@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import DshStoreError
 from .jsonl import layout
+from .jsonl.scan import header_version
 from .migrate import MigrationResult
 from .verify import Progress, collect_log_files, map_files
 
@@ -162,20 +163,10 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
             dry_run=request.dry_run,
         )
     except (DshStoreError, OSError) as error:
-        return MigrationResult(source, "refused", _header_version(source), reason=_one_line(error))
+        return MigrationResult(source, "refused", header_version(source), reason=_one_line(error))
     if loose_dry_run and result.status == "would-migrate":
         result = replace(result, target=None)
     return result
-
-
-def _header_version(path: Path) -> int | None:
-    from .jsonl.scan import LogScanner
-
-    try:
-        info = LogScanner(path).read_header()
-    except (DshStoreError, OSError):
-        return None
-    return None if info is None else info.version
 
 
 def _one_line(error: BaseException) -> str:

@@ -27,7 +27,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .jsonl.rows import Finding
-from .jsonl.scan import LogScanner, ScannedRow, TornTail
+from .jsonl.scan import LogScanner, ScannedRow, TornTail, header_version
 from .model import (
     SESSION_FORMAT_VERSION,
     Session,
@@ -376,7 +376,7 @@ def examine(
         return FileReport(
             log,
             "corrupt",
-            _header_version(log),
+            header_version(log),
             None,
             (
                 Finding(
@@ -392,7 +392,7 @@ def examine(
         return FileReport(
             log,
             "refused",
-            _header_version(log),
+            header_version(log),
             None,
             (Finding(f"refused: {error.rule}", _refusal_text(error), error.line, None, error.seq),),
         )
@@ -400,7 +400,7 @@ def examine(
         return FileReport(
             log,
             "corrupt",
-            _header_version(log),
+            header_version(log),
             None,
             (Finding(getattr(error, "rule", "invalid"), str(error)),),
         )
@@ -445,14 +445,6 @@ def _is_empty(log: Path) -> bool:
         return log.stat().st_size == 0
     except OSError:
         return False
-
-
-def _header_version(log: Path) -> int | None:
-    try:
-        info = LogScanner(log).read_header()
-    except (DshStoreError, OSError):
-        return None
-    return None if info is None else info.version
 
 
 def _int_or_none(value: object) -> int | None:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..errors import CorruptLogError
+from ..errors import CorruptLogError, DshStoreError
 from .rows import (
     PACKED_ROW_TYPES,
     Finding,
@@ -35,7 +35,14 @@ from .rows import (
     row_problem,
 )
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "Finding", "LogScanner", "ScannedRow", "TornTail"]
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "Finding",
+    "LogScanner",
+    "ScannedRow",
+    "TornTail",
+    "header_version",
+]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 """Bytes per read; memory use is about one chunk plus the longest line."""
@@ -379,3 +386,15 @@ class LogScanner:
                     seq=defect.seq,
                     rule=defect.rule,
                 )
+
+
+def header_version(path: str | os.PathLike[str]) -> int | None:
+    """The format version in a file's header line, or None when it has no readable header.
+
+    For reports about files that could not be restored; never raises for a bad file.
+    """
+    try:
+        info = LogScanner(path).read_header()
+    except (DshStoreError, OSError):
+        return None
+    return None if info is None else info.version
