@@ -25,6 +25,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .inspection import Inspection
     from .migrate import MigrationResult, migrate_file, migrate_store, upgrade
     from .model import (
         SESSION_FORMAT_VERSION,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
         fold_surface,
         interrupted_closers,
     )
-    from .restore import FileReport, Inspection, classify, examine, read_log
+    from .restore import FileReport, classify, examine, read_log
     from .store import AsyncLiveSession, JsonlStore, LiveSession, RepairPlan, repair_file
     from .verify import verify_path
 
@@ -58,7 +59,7 @@ _LAZY: dict[str, str] = {
     "RepairPlan": ".store",
     "repair_file": ".store",
     "FileReport": ".restore",
-    "Inspection": ".restore",
+    "Inspection": ".inspection",
     "classify": ".restore",
     "examine": ".restore",
     "read_log": ".restore",

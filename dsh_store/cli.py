@@ -16,7 +16,6 @@ import functools
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -74,6 +73,13 @@ def _debug() -> bool:
     return bool(root is not None and isinstance(root.obj, dict) and root.obj.get("debug"))
 
 
+def _print_traceback_if_debugging() -> None:
+    if _debug():
+        import traceback  # only on failure: keeps it off the cold start
+
+        traceback.print_exc()
+
+
 def _guarded(command: F) -> F:
     """Turn every failure into one clear line on stderr; ``--debug`` adds the traceback."""
 
@@ -90,12 +96,10 @@ def _guarded(command: F) -> F:
         except (click.ClickException, click.exceptions.Exit, SystemExit):
             raise
         except (DshStoreError, OSError) as error:
-            if _debug():
-                traceback.print_exc()
+            _print_traceback_if_debugging()
             _fail(_os_message(error) if _is_plain_os_error(error) else str(error))
         except Exception as error:
-            if _debug():
-                traceback.print_exc()
+            _print_traceback_if_debugging()
             _fail(
                 f"unexpected {type(error).__name__}: {error} (this is a bug; rerun with "
                 "--debug for the traceback and report it)"

@@ -40,13 +40,14 @@ from .errors import (
     NotASessionError,
     UnsupportedVersionError,
 )
+from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.failpoints import failpoint
 from .jsonl.files import fsync_dir
 from .jsonl.scan import LogScanner
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
-from .restore import Inspection, corruption_first, read_log, revision_of
+from .restore import corruption_first, read_log, revision_of
 
 __all__ = [
     "HEADER_CLASSES",

@@ -12,12 +12,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import NeedsMigrationError
+from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.files import LogWriter
 from .jsonl.lock import SessionLock
 from .jsonl.repair import commit_truncation, sidecar_path
 from .model import SESSION_FORMAT_VERSION
-from .restore import Inspection, read_log
+from .restore import read_log
 
 __all__ = ["RepairPlan", "commit_repair", "repair_file"]
 

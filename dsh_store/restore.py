@@ -13,9 +13,8 @@ import contextlib
 import gc
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import (
     CorruptLogError,
@@ -36,6 +35,9 @@ from .model import (
     interrupted_closers,
 )
 from .model.stream_check import StreamCheck
+
+if TYPE_CHECKING:
+    from .inspection import Inspection
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -59,38 +61,6 @@ CLASSIFICATIONS: Final = (
     "ok",
 )
 """Every classification, in precedence order: a file gets the first that applies."""
-
-
-@dataclass(frozen=True)
-class Inspection:
-    """A restorable log as a balanced v4 view, computed without writing.
-
-    ``events`` are the committed events (upgraded in memory when the file is older),
-    ``closers`` the synthetic events that would close a turn a crash left open, ``torn``
-    the crash tail that a repair would cut (None when the file ends cleanly).
-    """
-
-    path: Path
-    header: SessionHeader
-    events: tuple[SessionEvent, ...]
-    closers: tuple[SessionEvent, ...]
-    source_version: int
-    torn: TornTail | None
-    committed_size: int
-    file_size: int
-    findings: tuple[Finding, ...]
-    classification: str
-    revision: str
-
-    @property
-    def balanced(self) -> tuple[SessionEvent, ...]:
-        """The committed events followed by the closers: what a load makes durable."""
-        return self.events + self.closers
-
-    @property
-    def needs_repair(self) -> bool:
-        """True when a load would write: a torn tail to cut or a turn to close."""
-        return self.torn is not None or bool(self.closers)
 
 
 class FileReport(NamedTuple):
@@ -144,6 +114,8 @@ def read_log(
         committed v4 event that breaks a model rule.
     :raises MigrationRefusedError: an older log that cannot be upgraded faithfully.
     """
+    from .inspection import Inspection  # a dataclass: kept off the verify cold start
+
     log = Path(path)
     scanner, version, header, events = _open_events(log, child_headers)
     with corruption_first(log), _collector_paused():
@@ -449,3 +421,13 @@ def _is_empty(log: Path) -> bool:
 
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def __getattr__(name: str) -> Any:
+    # ``restore.Inspection`` stays importable; it lives in its own module so that
+    # ``dsh-store verify`` does not pay for building a dataclass at start-up.
+    if name == "Inspection":
+        from .inspection import Inspection
+
+        return Inspection
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,6 +37,7 @@ from .errors import (
     SessionNotFoundError,
     UnsupportedVersionError,
 )
+from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.files import LogWriter, make_dirs, materialize
 from .jsonl.lock import SessionLock
@@ -57,7 +58,7 @@ from .model import (
     build_fork_seed,
 )
 from .repair import RepairPlan, commit_repair, repair_file
-from .restore import Inspection, read_log, revision_of
+from .restore import read_log, revision_of
 
 __all__ = [
     "AmbiguousSessionError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import orjson
@@ -81,7 +82,34 @@ def test_round_trip_sample_header() -> None:
 def test_header_is_frozen() -> None:
     header = SessionHeader(id="s1", created_at=5)
     with pytest.raises(AttributeError):
-        header.id = "other"  # type: ignore[misc]
+        header.id = "other"
+    with pytest.raises(AttributeError, match="immutable"):
+        del header.cwd
+    with pytest.raises(AttributeError):
+        header.extra = 1
+    assert header.id == "s1"
+
+
+def test_header_value_semantics() -> None:
+    header = SessionHeader("s1", 5, True, 2, "/w", "p", "subagent", "standard")
+    same = SessionHeader(
+        id="s1",
+        created_at=5,
+        is_seeded=True,
+        delegation_depth=2,
+        cwd="/w",
+        parent_session="p",
+        origin="subagent",
+        agent_preset="standard",
+    )
+    assert header == same and hash(header) == hash(same)
+    assert header != SessionHeader(id="s1", created_at=6)
+    assert header != header.to_json()
+    assert pickle.loads(pickle.dumps(header)) == header
+    assert repr(header) == (
+        "SessionHeader(id='s1', created_at=5, is_seeded=True, delegation_depth=2, cwd='/w', "
+        "parent_session='p', origin='subagent', agent_preset='standard')"
+    )
 
 
 @pytest.mark.parametrize(
