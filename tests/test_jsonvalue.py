@@ -139,13 +139,24 @@ def test_check_json_accepts_plain_values() -> None:
 def test_check_loaded_catches_what_decoding_lets_through() -> None:
     raw = b'{"a":-0.0}'
     with pytest.raises(LosslessJsonError) as caught:
-        check_loaded(raw, orjson.loads(raw), path="data")
+        check_loaded(orjson.loads(raw), path="data")
     assert caught.value.json_path == "data.a"
     big = b'{"a":9007199254740993}'
     with pytest.raises(LosslessJsonError):
-        check_loaded(big, orjson.loads(big), path="data")
-    fine = b'{"a":"-0 and 12345678901234567890 in text"}'
-    check_loaded(fine, orjson.loads(fine), path="data")
+        check_loaded(orjson.loads(big), path="data")
+    fine = b'{"a":"-0 and -0.0 and 12345678901234567890 in text"}'
+    check_loaded(orjson.loads(fine), path="data")
+
+
+def test_check_loaded_refuses_nesting_the_encoder_could_not_write() -> None:
+    # orjson decodes up to 1024 levels but encodes at most MAX_DEPTH: a restored value
+    # deeper than that could never be written again, so it is not lossless JSON here.
+    deep = b'{"a":' + b"[" * MAX_DEPTH + b"]" * MAX_DEPTH + b"}"
+    with pytest.raises(LosslessJsonError, match="nesting deeper") as caught:
+        check_loaded(orjson.loads(deep), path="data")
+    assert caught.value.json_path.startswith("data.a[0][0]")
+    shallow = b'{"a":' + b"[" * (MAX_DEPTH - 1) + b"]" * (MAX_DEPTH - 1) + b"}"
+    check_loaded(orjson.loads(shallow), path="data")
 
 
 json_scalars = (
@@ -207,11 +218,11 @@ def _as_lists(value: object) -> object:
 @pytest.mark.parametrize("raw", [b"[-0.0]", b'{"a":-0e0}', b'{"a":[1,-0.00]}', b"-0E3"])
 def test_check_loaded_finds_every_spelling_of_negative_zero(raw: bytes) -> None:
     with pytest.raises(LosslessJsonError, match=r"-0\.0 does not survive"):
-        check_loaded(raw, orjson.loads(raw), path="data")
+        check_loaded(orjson.loads(raw), path="data")
 
 
 @pytest.mark.parametrize(
     "raw", [b'{"d":"2024-01-05"}', b'{"n":-0}', b'{"n":-1.5e-07}', b"[123456789012345]"]
 )
 def test_check_loaded_accepts_lookalikes(raw: bytes) -> None:
-    check_loaded(raw, orjson.loads(raw), path="data")
+    check_loaded(orjson.loads(raw), path="data")
