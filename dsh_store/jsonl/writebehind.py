@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -128,6 +129,19 @@ class ThreadWriteBehind(_QueueState):
         self._deadline: float | None = None
         self._results: dict[int, BaseException | None] = {}
         self._stopped = False
+        # Wake-ups are paid for only when someone needs one: a thread switch costs more
+        # than the rest of an append + flush on a busy machine. ``_worker_wakes_at`` is
+        # when the sleeping worker will look at the state again on its own (None: only
+        # when notified; -inf: it is awake now and will look before it sleeps).
+        self._worker_wakes_at: float | None = -math.inf
+        # While events keep arriving the idle worker naps for one window at a time instead
+        # of sleeping until notified, so a new batch's timer needs no wake-up (its deadline
+        # is never before the nap ends). One nap with no event in it ends the heartbeat.
+        self._window_s = window_s
+        self._enqueued = 0
+        self._enqueued_seen = 0
+        self._flush_waiters = 0
+        self._room_waiters = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -146,7 +160,12 @@ class ThreadWriteBehind(_QueueState):
         """
         with self._cond:
             while not self._ctrl.has_room(len(line)):
-                self._cond.wait()
+                self._room_waiters += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._room_waiters -= 1
+            self._enqueued += 1
             self._apply(self._ctrl.enqueue(seq, line, self._clock()))
 
     def flush(self, timeout: float | None = None) -> None:
@@ -189,8 +208,13 @@ class ThreadWriteBehind(_QueueState):
         self.close()
 
     def _wait(self, token: int, timeout: float | None) -> None:
-        if not self._cond.wait_for(lambda: token in self._results, timeout):
-            raise TimeoutError(f"write-behind flush did not finish within {timeout} s")
+        if token not in self._results:
+            self._flush_waiters += 1
+            try:
+                if not self._cond.wait_for(lambda: token in self._results, timeout):
+                    raise TimeoutError(f"write-behind flush did not finish within {timeout} s")
+            finally:
+                self._flush_waiters -= 1
         error = self._results.pop(token)
         if error is not None:
             raise error
@@ -203,13 +227,15 @@ class ThreadWriteBehind(_QueueState):
                 wake = wake or hand_off
             elif isinstance(action, ArmTimer):
                 self._deadline = action.deadline
-                wake = True
+                # A worker already due to wake before the deadline will see the timer then.
+                wakes_at = self._worker_wakes_at
+                wake = wake or wakes_at is None or action.deadline < wakes_at
             elif isinstance(action, CancelTimer):
-                self._deadline = None
+                self._deadline = None  # a sleeping worker finds nothing to do: no wake
             elif isinstance(action, ResolveFlushes):
                 for token in action.tokens:
                     self._results[token] = action.error
-                wake = True
+                wake = wake or self._flush_waiters > 0
             elif isinstance(action, ReportBackgroundFailure):
                 _log_background_failure(action)
             elif isinstance(action, Closed):
@@ -227,14 +253,26 @@ class ThreadWriteBehind(_QueueState):
             if self._stopped:
                 return None
             if self._deadline is None:
-                self._cond.wait()
+                if self._window_s > 0 and self._enqueued != self._enqueued_seen:
+                    self._enqueued_seen = self._enqueued
+                    self._sleep(self._clock() + self._window_s)
+                else:
+                    self._sleep(None)
                 continue
             now = self._clock()
             if now >= self._deadline:
                 self._deadline = None
                 self._apply(self._ctrl.timer_fired(now))
             else:
-                self._cond.wait(self._deadline - now)
+                self._sleep(self._deadline)
+
+    def _sleep(self, until: float | None) -> None:
+        """Worker wait (lock held): until notified, or until the clock reaches ``until``."""
+        self._worker_wakes_at = until
+        try:
+            self._cond.wait(None if until is None else max(0.0, until - self._clock()))
+        finally:
+            self._worker_wakes_at = -math.inf
 
     def _run(self) -> None:
         with self._cond:
@@ -263,7 +301,8 @@ class ThreadWriteBehind(_QueueState):
             self._apply(self._ctrl.write_succeeded(now))
         else:
             self._apply(self._ctrl.write_failed(error, now))
-        self._cond.notify_all()  # flushers and producers waiting for room
+        if self._flush_waiters or self._room_waiters:
+            self._cond.notify_all()  # the room freed, or a flusher's write ended
 
 
 class AsyncWriteBehind(_QueueState):

@@ -110,6 +110,57 @@ def test_thread_window_zero_batches_what_arrives_during_a_write(
     queue.close()
 
 
+class CountingCondition(threading.Condition):
+    """A condition that counts its notify_all calls (each may wake the worker thread)."""
+
+    notified = 0
+
+    def notify_all(self) -> None:
+        self.notified += 1
+        super().notify_all()
+
+
+def test_thread_append_then_flush_writes_on_the_callers_thread_and_wakes_nobody(
+    path: Path, writer: LogWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[threading.Thread] = []
+
+    def sink(lines: Sequence[bytes], first: int, last: int) -> None:
+        threads.append(threading.current_thread())
+        writer.append(lines, first, last)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(threading, "Condition", CountingCondition)
+        queue = ThreadWriteBehind(sink, window_s=5.0, durable_seq=0)
+    condition = queue._cond
+    assert isinstance(condition, CountingCondition)
+    for seq in range(1, 101):
+        queue.enqueue(seq, event_line(seq))
+        queue.flush()
+    assert path.read_bytes() == expected_log(101)
+    assert threads == [threading.current_thread()] * 100
+    # The first event of the session wakes the idle worker so that it naps on the window;
+    # afterwards each new timer falls after the nap's end and needs no wake-up.
+    assert condition.notified <= 2
+    queue.close()
+
+
+def test_thread_timer_armed_during_a_nap_still_fires(path: Path, writer: LogWriter) -> None:
+    queue = ThreadWriteBehind(writer.append, window_s=0.05, durable_seq=0)
+    queue.enqueue(1, event_line(1))
+    queue.flush()
+    queue.enqueue(2, event_line(2))  # no flush: the window alone must make it durable
+    wait_until(lambda: queue.durable_seq == 2)
+    assert path.read_bytes() == expected_log(3)
+    # Once events stop, the worker ends its naps and sleeps until notified ...
+    wait_until(lambda: queue._worker_wakes_at is None)
+    # ... and the next event wakes it again.
+    queue.enqueue(3, event_line(3))
+    wait_until(lambda: queue.durable_seq == 3)
+    assert path.read_bytes() == expected_log(4)
+    queue.close()
+
+
 def test_thread_flush_raises_the_write_failure_and_a_second_flush_retries(
     path: Path, writer: LogWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
