@@ -69,3 +69,18 @@ def test_baseline_fsync_each_returns_a_positive_rate(
 ) -> None:
     assert bench_store.baseline_fsync_each(_one_turn(), tmp_path / "b.log", 0.01) > 0
     assert JsonlStore(tmp_path).list() == []  # the baseline leaves no session behind
+
+
+def test_time_bounded_saturation_refuses_a_mix_too_short_for_its_duration(
+    bench_store: ModuleType, tmp_path: Path
+) -> None:
+    # A run that exhausts its mix would time less than the baselines it is compared with.
+    with pytest.raises(RuntimeError, match="ran out"):
+        bench_store.store_saturation(_one_turn(), tmp_path, seconds=60.0)
+
+
+def test_linger_baseline_returns_a_positive_rate(bench_store: ModuleType, tmp_path: Path) -> None:
+    limits = bench_store.load_limits()
+    rate = bench_store.baseline_linger(limits, _one_turn(), tmp_path / "l.log", 0.01, 0.001)
+    assert rate > 0
+    assert not (tmp_path / "l.log").exists()
