@@ -1,0 +1,38 @@
+"""``dsh-store cat``: committed events as v4 JSONL on stdout."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ._common import existing, guarded
+
+
+@click.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path), callback=existing)
+@click.option(
+    "--from-seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq."
+)
+@click.option("--type", "types", multiple=True, help="Only events of this type (repeatable).")
+@guarded
+def cat(path: Path, from_seq: int, types: tuple[str, ...]) -> None:
+    """Print committed events as v4 JSONL on stdout (no header line).
+
+    Older formats are upgraded in memory; a torn tail is never printed; committed
+    corruption stops the output with an error (exit 1).
+
+    \b
+    Examples:
+      dsh-store cat session.jsonl --type user/message
+      dsh-store cat session.v4.jsonl --from-seq 100 | jq .type
+    """
+    from ..summary import iter_v4_lines
+
+    out = sys.stdout.buffer
+    wanted = set(types)
+    for event_type, seq, line in iter_v4_lines(path):
+        if seq >= from_seq and (not wanted or event_type in wanted):
+            out.write(line)
+    out.flush()

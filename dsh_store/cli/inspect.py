@@ -1,0 +1,68 @@
+"""``dsh-store inspect``: summarize one log (header, format, counts, open turn)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, existing, guarded
+
+
+@click.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path), callback=existing)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--events", "show_events", is_flag=True, help="List every event (seq, type, bytes).")
+@click.option("--messages", "show_messages", is_flag=True, help="Show the derived messages.")
+@guarded
+def inspect(path: Path, as_json: bool, show_events: bool, show_messages: bool) -> None:
+    """Summarize one log: header, format, classification, counts, open turn.
+
+    Counts turns, steps and events by type with their bytes (as v4 lines; older logs
+    are upgraded in memory). Never writes. Exit 1 when the log cannot be restored
+    (its classification and findings are still printed).
+
+    \b
+    Examples:
+      dsh-store inspect session.v4.jsonl
+      dsh-store inspect session.jsonl --messages
+      dsh-store inspect session.v4.jsonl --json --events
+    """
+    from ..summary import summarize
+
+    summary = summarize(path, events=show_events, messages=show_messages)
+    if as_json:
+        echo_json(summary)
+    else:
+        click.echo(_summary_text(summary))
+    sys.exit(EXIT_OK if summary.get("events") is not None else EXIT_FINDINGS)
+
+
+def _summary_text(summary: dict[str, Any]) -> str:
+    lines = [str(summary["path"]), f"  classification: {summary['classification']}"]
+    header = summary.get("header")
+    if header:
+        lines.append(f"  session: {header.get('id')}  created {header.get('createdAt')}")
+        if header.get("cwd"):
+            lines.append(f"  cwd: {header['cwd']}")
+    lines.append(f"  format version: {summary.get('version')}")
+    for key in ("events", "turns", "steps"):
+        if summary.get(key) is not None:
+            lines.append(f"  {key}: {summary[key]}")
+    if summary.get("openTurn") is not None:
+        lines.append(f"  open turn: {summary['openTurn']} (a load closes it as interrupted)")
+    if summary.get("tornBytes"):
+        lines.append(f"  torn tail: {summary['tornBytes']} byte(s) (a repair cuts them)")
+    if summary.get("byType"):
+        lines.append(f"  {'events by type':<32} {'count':>7} {'bytes':>12}")
+        for kind, info in summary["byType"].items():
+            lines.append(f"    {kind:<30} {info['count']:>7} {info['bytes']:>12}")
+    for finding in summary.get("findings", []):
+        lines.append(f"  finding {finding['rule']}: {' '.join(finding['message'].split())}")
+    for event in summary.get("eventList", []):
+        lines.append(f"  #{event['seq']:<6} {event['type']:<30} {event['bytes']} B")
+    for message in summary.get("messages", []):
+        lines.append(f"  [{message['role']}] {message['text']}")
+    return "\n".join(lines)

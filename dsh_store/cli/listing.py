@@ -1,0 +1,56 @@
+"""``dsh-store list``: the sessions of a store, from each log's header and tail.
+
+The module is not called ``list`` so that it never shadows the builtin's name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from ._common import echo_json, guarded
+
+
+def default_root() -> Path:
+    """``$DSH_STORE_ROOT`` when set and non-empty, else ``~/.dsh/sessions``."""
+    configured = os.environ.get("DSH_STORE_ROOT")
+    return Path(configured) if configured else Path.home() / ".dsh" / "sessions"
+
+
+@click.command(name="list")
+@click.argument("root", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@guarded
+def list_sessions(root: Path | None, as_json: bool) -> None:
+    """List the sessions of a store, reading only each log's header and tail.
+
+    ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions. Status is current,
+    needs-migration or torn-tail (or what is wrong with the header); run verify for
+    the full verdict.
+
+    \b
+    Examples:
+      dsh-store list
+      dsh-store list /var/lib/agent/sessions --json
+    """
+    from ..summary import list_store
+
+    store_root = root if root is not None else default_root()
+    rows = list_store(store_root)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"no sessions under {store_root}")
+        return
+    click.echo(f"{'ID':<36} {'VER':>3} {'EVENTS':>7}  {'STATUS':<16} {'CREATED':<13}  CWD")
+    for row in rows:
+        events = "?" if row["events"] is None else str(row["events"])
+        version = "?" if row["version"] is None else str(row["version"])
+        ident = row["id"] if row["id"] is not None else f"({row['path']})"
+        click.echo(
+            f"{ident!s:<36} {version:>3} {events:>7}  {row['status']:<16} "
+            f"{row['created']!s:<13}  {row.get('cwd') or '-'}"
+        )

@@ -1,0 +1,64 @@
+"""``dsh-store repair``: cut torn tails and close open turns of v4 logs, without loss."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, PATHS, echo_json, fail, guarded, style
+
+
+@click.command()
+@PATHS
+@click.option("--dry-run", is_flag=True, help="Print the plan only; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@guarded
+def repair(paths: tuple[Path, ...], dry_run: bool, as_json: bool) -> None:
+    """Repair crashed v4 logs without loss: cut the torn tail, close the open turn.
+
+    The plan comes first: which bytes are cut and which closing events are appended.
+    The torn bytes are saved beside the log as <log>.torn-<offset> before the log is
+    truncated to its last committed line; then the closers are appended as one batch.
+    Committed corruption and older formats are refused (migrate those), never
+    "repaired". Exit 0 when every file is clean or repaired, 1 when one was refused.
+
+    \b
+    Examples:
+      dsh-store repair ~/.dsh/sessions --dry-run
+      dsh-store repair session.v4.jsonl
+    """
+    from ..bulk import repair_paths
+    from ..verify import NoLogsError
+
+    try:
+        results = repair_paths(paths, dry_run=dry_run)
+    except NoLogsError as error:
+        fail(str(error), EXIT_USAGE)
+    if as_json:
+        echo_json({"results": results})
+    else:
+        for result in results:
+            click.echo(_repair_text(result))
+    refused = any(result["status"] == "refused" for result in results)
+    sys.exit(EXIT_FINDINGS if refused else EXIT_OK)
+
+
+def _repair_text(result: dict[str, Any]) -> str:
+    status = result["status"]
+    if status == "refused":
+        return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
+    if status == "clean":
+        return f"{result['path']}: {result['classification']}, nothing to repair"
+    verb = "repaired" if status == "repaired" else "would repair"
+    lines = [f"{result['path']}: {style(verb, fg='green')} ({result['classification']})"]
+    if result["truncateAt"] is not None:
+        lines.append(
+            f"  cut {result['tornBytes']} torn byte(s) at offset {result['truncateAt']}, "
+            f"saved first to {result['sidecar']}"
+        )
+    if result["closers"]:
+        lines.append(f"  append closers: {', '.join(result['closers'])}")
+    return "\n".join(lines)

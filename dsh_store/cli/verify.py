@@ -1,0 +1,162 @@
+"""``dsh-store verify``: classify logs and report findings as text, JSON or annotations."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ._common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    JOBS,
+    PATHS,
+    echo_json,
+    fail,
+    guarded,
+    progress,
+    style,
+)
+
+if TYPE_CHECKING:
+    from ..restore import FileReport
+
+
+@click.command()
+@PATHS
+@click.option("--strict", is_flag=True, help="Also fail files with any finding at all.")
+@click.option("--require-current", is_flag=True, help="Fail logs older than format 4.")
+@click.option(
+    "--allow-repairable",
+    is_flag=True,
+    help="Pass torn tails and open turns (a load repairs them without loss).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="Readable text, one JSON object, or GitHub workflow annotations.",
+)
+@JOBS
+@guarded
+def verify(
+    paths: tuple[Path, ...],
+    strict: bool,
+    require_current: bool,
+    allow_repairable: bool,
+    as_json: bool,
+    output_format: str,
+    jobs: int,
+) -> None:
+    """Classify every log and list its findings; never writes.
+
+    Each file gets one classification: not-a-session, empty, unsupported-version,
+    corrupt, refused, torn-tail, open-turn, needs-migration or ok. Exit 0 when every
+    file passes, 1 when one fails, 2 on a usage error (including a PATH without logs).
+    needs-migration fails only with --require-current; torn-tail and open-turn fail
+    unless --allow-repairable.
+
+    \b
+    Examples:
+      dsh-store verify ~/.dsh/sessions
+      dsh-store verify fixtures/ --require-current --format github
+      dsh-store verify session.v4.jsonl --json
+      dsh-store verify big-store/ --jobs 4 --allow-repairable
+    """
+    from ..verify import NoLogsError, counts_as_failure, verify_json, verify_paths
+
+    try:
+        reports = verify_paths(paths, jobs=jobs, progress=progress("verifying"))
+    except NoLogsError as error:
+        fail(str(error), EXIT_USAGE)
+    failures = {
+        report.path
+        for report in reports
+        if counts_as_failure(
+            report,
+            strict=strict,
+            require_current=require_current,
+            allow_repairable=allow_repairable,
+        )
+    }
+    fmt = "json" if as_json else output_format
+    if fmt == "json":
+        echo_json(verify_json(reports))
+    elif fmt == "github":
+        for report in reports:
+            for line in github_annotations(report, failed=report.path in failures):
+                click.echo(line)
+        click.echo(_verify_summary(reports, len(failures)))
+    else:
+        for report in reports:
+            click.echo(_report_text(report, report.path in failures))
+        click.echo(_verify_summary(reports, len(failures)))
+    sys.exit(EXIT_FINDINGS if failures else EXIT_OK)
+
+
+def _report_text(report: FileReport, failed: bool) -> str:
+    colour = "red" if failed else ("green" if report.classification == "ok" else "yellow")
+    facts = []
+    if report.version is not None:
+        facts.append(f"format {report.version}")
+    if report.events is not None:
+        facts.append(f"{report.events} events")
+    verdict = " FAIL" if failed else ""
+    head = f"{report.path}: {style(report.classification, fg=colour, bold=failed)}"
+    if facts:
+        head += f" ({', '.join(facts)})"
+    lines = [head + verdict]
+    for finding in report.findings:
+        where = []
+        if finding.line is not None:
+            where.append(f"line {finding.line}")
+        if finding.offset is not None:
+            where.append(f"byte {finding.offset}")
+        if finding.seq is not None:
+            where.append(f"seq {finding.seq}")
+        location = f" [{', '.join(where)}]" if where else ""
+        lines.append(f"  {finding.rule}{location}: {' '.join(finding.message.split())}")
+    return "\n".join(lines)
+
+
+def _verify_summary(reports: Sequence[FileReport], failing: int) -> str:
+    from ..verify import summary_counts
+
+    parts = ", ".join(f"{count} {kind}" for kind, count in summary_counts(reports).items())
+    verdict = f"{failing} failing" if failing else "all pass"
+    return f"{len(reports)} file(s): {parts}; {verdict}"
+
+
+def _github_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_property(text: str) -> str:
+    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(report: FileReport, *, failed: bool) -> list[str]:
+    """GitHub workflow commands for one report: ``::error`` when it fails verification,
+    ``::warning`` for the findings of a file that passes; nothing for a spotless file.
+    """
+    level = "error" if failed else "warning"
+    findings = report.findings
+    if not findings:
+        if not failed:
+            return []
+        return [f"::error file={_github_property(str(report.path))}::{report.classification}"]
+    lines = []
+    for finding in findings:
+        props = f"file={_github_property(str(report.path))}"
+        if finding.line is not None:
+            props += f",line={finding.line}"
+        props += f",title={_github_property(report.classification + ' ' + finding.rule)}"
+        lines.append(f"::{level} {props}::{_github_data(finding.message)}")
+    return lines
