@@ -1,7 +1,12 @@
 """Benchmarks of the ``dsh-store`` command line (``python scripts/bench.py cli``).
 
 - cold start of ``dsh-store --help`` and of ``verify`` on one small file, as a ratio to
-  ``python -c "import orjson, click"`` in the same venv (target <= 1.3x);
+  ``python -c "import orjson, click"`` in the same venv (target <= 1.3x), measured twice:
+  in the development venv (an editable install) and in a throwaway venv holding a regular
+  ``pip install`` of the package, which is what users run. The editable install's import
+  hook loads ``pathlib`` (and with it ``urllib.parse`` and ``ipaddress``) at interpreter
+  start-up, so there the baseline already pays for modules ``verify`` needs anyway;
+  the regular install is the stricter and the more honest figure;
 - ``verify`` of one large v4 log (500 MB, 50 MB with ``--quick``): wall time and the
   verifying process's peak RSS (target <= 150 MB).
 """
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
-from benchlib import Report, load_limits
+from benchlib import REPO, Report, load_limits
 
 MB = 1 << 20
 SCRIPT = Path(sys.executable).with_name("dsh-store")
@@ -82,6 +87,46 @@ def _byte_compile_package() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
 
 
+def _installed_venv(scratch: Path) -> Path | None:
+    """A fresh venv with a regular (non-editable) ``pip install`` of this repository.
+
+    Returns its ``bin`` directory, or None when the install fails (no package index).
+    """
+    venv = scratch / "installed-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(REPO)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        print(f"installed-venv rows skipped: pip install failed:\n{done.stderr}", file=sys.stderr)
+        return None
+    return venv / "bin"
+
+
+def _cold_start_rows(report: Report, label: str, bin_dir: Path, small: Path, repeats: int) -> None:
+    python, script = str(bin_dir / "python"), str(bin_dir / "dsh-store")
+    baseline, help_time, verify_small = _alternating_medians(
+        [
+            [python, "-c", "import orjson, click"],
+            [script, "--help"],
+            [script, "verify", str(small)],
+        ],
+        repeats,
+    )
+    report.value(
+        f"{label}: baseline python -c 'import orjson, click'",
+        f"{baseline * 1000:.0f} ms",
+        f"median of {repeats} alternating cold starts",
+    )
+    report.ratio(f"{label}: dsh-store --help (cold start)", help_time, baseline, "<= 1.3x")
+    report.ratio(
+        f"{label}: dsh-store verify small.jsonl (cold start)", verify_small, baseline, "<= 1.3x"
+    )
+
+
 def run(quick: bool) -> None:
     """Measure and print the cli table."""
     _byte_compile_package()
@@ -90,21 +135,10 @@ def run(quick: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as scratch:
         small = Path(scratch) / "small.jsonl"
         write_log(small, 20_000)
-        baseline, help_time, verify_small = _alternating_medians(
-            [
-                [sys.executable, "-c", "import orjson, click"],
-                [str(SCRIPT), "--help"],
-                [str(SCRIPT), "verify", str(small)],
-            ],
-            repeats,
-        )
-        report.value(
-            "baseline: python -c 'import orjson, click'",
-            f"{baseline * 1000:.0f} ms",
-            f"median of {repeats} alternating cold starts",
-        )
-        report.ratio("dsh-store --help (cold start)", help_time, baseline, "<= 1.3x")
-        report.ratio("dsh-store verify small.jsonl (cold start)", verify_small, baseline, "<= 1.3x")
+        _cold_start_rows(report, "dev venv (editable)", SCRIPT.parent, small, repeats)
+        installed = _installed_venv(Path(scratch))
+        if installed is not None:
+            _cold_start_rows(report, "installed wheel", installed, small, repeats)
         size = (50 if quick else 500) * MB
         big = Path(scratch) / "big.jsonl"
         events = write_log(big, size)
