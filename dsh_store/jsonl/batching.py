@@ -226,8 +226,8 @@ class WriteBehindController:
             self._deadline = now + self.window_s
         elif was_empty:
             self._deadline = now + self.window_s
-        if self._in_flight is not None and not self._waiters and self._armed is None:
-            return []  # hot path during a write: nothing can start and no timer is armed
+        if self._settled(now):
+            return []
         return self._pump(now, [])
 
     def timer_fired(self, now: float) -> list[Action]:
@@ -311,12 +311,32 @@ class WriteBehindController:
             self._closed = True
             out.append(Closed())
 
+    def _settled(self, now: float) -> bool:
+        """True when an enqueue changes no decision, so ``_pump`` would return nothing.
+
+        A pure shortcut for the two states most events arrive in: a write is in flight
+        and no timer is armed, or no write is in flight and the batch's timer is armed,
+        not yet due, and no cap is reached.
+        """
+        if self._waiters:
+            return False
+        if self._in_flight is not None:
+            return self._armed is None
+        return (
+            self._armed is not None
+            and self._armed == self._deadline
+            and now < self._armed
+            and self.window_s != 0
+            and not self._cap_reached()
+        )
+
+    def _cap_reached(self) -> bool:
+        return (
+            self.max_batch_events is not None and len(self._queue) >= self.max_batch_events
+        ) or (self.max_batch_bytes is not None and self._queue_bytes >= self.max_batch_bytes)
+
     def _due(self, now: float) -> bool:
-        if self._waiters or self.window_s == 0:
-            return True
-        if self.max_batch_events is not None and len(self._queue) >= self.max_batch_events:
-            return True
-        if self.max_batch_bytes is not None and self._queue_bytes >= self.max_batch_bytes:
+        if self._waiters or self.window_s == 0 or self._cap_reached():
             return True
         return self._deadline is not None and now >= self._deadline
 

@@ -124,7 +124,9 @@ class ThreadWriteBehind(_QueueState):
             sink, window_s, max_batch_events, max_batch_bytes, max_pending_bytes, durable_seq
         )
         self._clock = clock
-        self._cond = threading.Condition()
+        # Entering the bare lock is a C call; entering the Condition is two Python calls.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._write: StartWrite | None = None
         self._deadline: float | None = None
         self._results: dict[int, BaseException | None] = {}
@@ -158,15 +160,18 @@ class ThreadWriteBehind(_QueueState):
         :raises Exception: the pending write failure, when the cap is reached while
             automatic writes are paused (call :meth:`flush` to retry).
         """
-        with self._cond:
-            while not self._ctrl.has_room(len(line)):
+        with self._lock:
+            ctrl = self._ctrl
+            while not ctrl.has_room(len(line)):
                 self._room_waiters += 1
                 try:
                     self._cond.wait()
                 finally:
                     self._room_waiters -= 1
             self._enqueued += 1
-            self._apply(self._ctrl.enqueue(seq, line, self._clock()))
+            actions = ctrl.enqueue(seq, line, self._clock())
+            if actions:  # most events join a batch whose timer is already armed
+                self._apply(actions)
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until everything enqueued so far (and meanwhile) is durable.

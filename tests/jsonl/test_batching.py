@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_store.errors import EventValidationError
 from dsh_store.jsonl.batching import (
@@ -470,3 +472,65 @@ def test_write_results_without_a_write_in_flight_are_a_driver_bug() -> None:
     ctrl = WriteBehindController()
     with pytest.raises(RuntimeError, match="no write is in flight"):
         ctrl.write_succeeded(0.0)
+
+
+class _NoShortcut(WriteBehindController):
+    """The controller with its enqueue shortcut disabled: every event goes through _pump."""
+
+    def _settled(self, now: float) -> bool:
+        return False
+
+
+_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["enqueue", "enqueue", "enqueue", "tick", "fire", "done", "fail", "flush"]),
+        st.floats(min_value=0.0, max_value=0.08),
+        st.integers(min_value=1, max_value=400),
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=_steps,
+    window_s=st.sampled_from([0.0, 0.01, 0.05]),
+    max_batch_events=st.sampled_from([None, 1, 3]),
+    max_batch_bytes=st.sampled_from([None, 500]),
+)
+def test_enqueue_shortcut_never_changes_a_decision(
+    steps: list[tuple[str, float, int]],
+    window_s: float,
+    max_batch_events: int | None,
+    max_batch_bytes: int | None,
+) -> None:
+    options = {
+        "window_s": window_s,
+        "max_batch_events": max_batch_events,
+        "max_batch_bytes": max_batch_bytes,
+        "max_pending_bytes": None,
+    }
+    fast, reference = WriteBehindController(**options), _NoShortcut(**options)  # type: ignore[arg-type]
+    now, seq, in_flight = 0.0, 0, False
+    for kind, advance, size in steps:
+        now += advance
+        if kind == "enqueue":
+            results = [c.enqueue(seq, b"x" * size, now) for c in (fast, reference)]
+            seq += 1
+        elif kind == "fire":
+            results = [c.timer_fired(now) for c in (fast, reference)]
+        elif kind == "flush":
+            results = [c.flush(now)[1] for c in (fast, reference)]
+        elif kind in ("done", "fail") and in_flight:
+            error = OSError("disk")
+            results = [
+                c.write_succeeded(now) if kind == "done" else c.write_failed(error, now)
+                for c in (fast, reference)
+            ]
+        else:
+            continue
+        assert repr(results[0]) == repr(results[1])
+        assert fast.timer_deadline == reference.timer_deadline
+        in_flight = (in_flight and kind not in ("done", "fail")) or any(
+            isinstance(action, StartWrite) for action in results[0]
+        )
