@@ -183,7 +183,10 @@ def repair_paths(
 
     One dict per file, the ``dsh-store repair --json`` shape: ``path``, ``status``
     (``repaired``, ``would-repair``, ``clean`` or ``refused``), ``classification``,
-    ``truncateAt``, ``tornBytes``, ``sidecar``, ``closers`` and ``reason``.
+    ``truncateAt``, ``tornBytes``, ``sidecar``, ``closers``, ``deletedTemps`` (leftover
+    publish temps deleted; in a dry run, those it would delete), ``keptTemps`` (temps
+    too recent to delete) and ``reason``. Deleting stale temps alone makes a file
+    ``repaired`` (``would-repair``); a file with only recent temps is ``clean``.
     """
     from .store import repair_file
 
@@ -194,8 +197,7 @@ def repair_paths(
         except (DshStoreError, OSError) as error:
             results.append(repair_json(file, "refused", reason=_one_line(error)))
             continue
-        needed = plan.truncate_at is not None or bool(plan.closers)
-        status = "clean" if not needed else ("repaired" if plan.applied else "would-repair")
+        status = "clean" if not plan.needed else ("repaired" if plan.applied else "would-repair")
         results.append(
             repair_json(
                 file,
@@ -205,6 +207,8 @@ def repair_paths(
                 torn_bytes=plan.torn_bytes,
                 sidecar=plan.sidecar,
                 closers=list(plan.closers),
+                deleted_temps=list(plan.stale_temps),
+                kept_temps=list(plan.fresh_temps),
             )
         )
     return results
@@ -219,6 +223,8 @@ def repair_json(
     torn_bytes: int = 0,
     sidecar: Path | None = None,
     closers: list[str] | None = None,
+    deleted_temps: list[Path] | None = None,
+    kept_temps: list[Path] | None = None,
     reason: str | None = None,
 ) -> dict[str, Any]:
     """One repair result in its stable JSON shape (docs/schemas/repair.schema.json)."""
@@ -230,5 +236,7 @@ def repair_json(
         "tornBytes": torn_bytes,
         "sidecar": None if sidecar is None else str(sidecar),
         "closers": closers or [],
+        "deletedTemps": [str(temp) for temp in deleted_temps or ()],
+        "keptTemps": [str(temp) for temp in kept_temps or ()],
         "reason": reason,
     }

@@ -3,24 +3,29 @@
 The crash story: the torn bytes are first copied to a fsynced sidecar, then the log is
 truncated to its committed prefix, then the closers are appended as one fsynced batch; a
 crash at any step converges on the next repair, and a balanced log is never written.
+
+:func:`repair_file` also deletes the publish temps an interrupted publish left beside the
+log, once they are older than :data:`TEMP_GRACE_S` (younger ones may still be written).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import NeedsMigrationError
 from .inspection import Inspection
 from .jsonl import layout
-from .jsonl.files import LogWriter
+from .jsonl.files import LogWriter, fsync_dir
 from .jsonl.lock import SessionLock
 from .jsonl.repair import commit_truncation, sidecar_path
 from .model import SESSION_FORMAT_VERSION
 from .restore import read_log
+from .verify import TEMP_GRACE_S, LeftoverTemp, leftover_temps
 
-__all__ = ["RepairPlan", "commit_repair", "repair_file"]
+__all__ = ["TEMP_GRACE_S", "RepairPlan", "commit_repair", "repair_file"]
 
 
 def commit_repair(inspection: Inspection) -> Inspection:
@@ -95,8 +100,10 @@ class RepairPlan:
     """What a repair does (or did) to one file.
 
     ``truncate_at``/``torn_bytes`` describe the crash tail cut (saved first to
-    ``sidecar``), ``closers`` the event types appended; ``applied`` is False for a dry run
-    or when nothing was needed.
+    ``sidecar``), ``closers`` the event types appended; ``stale_temps`` are the leftover
+    publish temps deleted (in a dry run: to delete), ``fresh_temps`` those kept because
+    they are younger than the grace period. ``applied`` is False for a dry run or when
+    nothing was needed.
     """
 
     path: Path
@@ -106,13 +113,21 @@ class RepairPlan:
     sidecar: Path | None
     closers: tuple[str, ...]
     applied: bool
+    stale_temps: tuple[Path, ...] = ()
+    fresh_temps: tuple[Path, ...] = ()
+
+    @property
+    def needed(self) -> bool:
+        """True when the log or its directory needs (or needed) a change."""
+        return self.truncate_at is not None or bool(self.closers) or bool(self.stale_temps)
 
     def describe(self) -> str:
         """A few readable lines for the CLI."""
-        if self.truncate_at is None and not self.closers:
-            return f"{self.path}: {self.classification}: nothing to repair"
-        verb = "repaired" if self.applied else "would repair"
-        lines = [f"{self.path}: {verb} ({self.classification})"]
+        if not self.needed:
+            lines = [f"{self.path}: {self.classification}: nothing to repair"]
+        else:
+            verb = "repaired" if self.applied else "would repair"
+            lines = [f"{self.path}: {verb} ({self.classification})"]
         if self.truncate_at is not None:
             lines.append(
                 f"  cut {self.torn_bytes} torn byte(s) at offset {self.truncate_at}, saved to "
@@ -120,16 +135,31 @@ class RepairPlan:
             )
         if self.closers:
             lines.append(f"  append closers: {', '.join(self.closers)}")
+        delete = "deleted" if self.applied else "delete"
+        lines.extend(f"  {delete} leftover temp {temp}" for temp in self.stale_temps)
+        lines.extend(
+            f"  kept recent temp {temp} (a publish may still be writing it)"
+            for temp in self.fresh_temps
+        )
         return "\n".join(lines)
 
 
-def repair_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairPlan:
+def repair_file(
+    path: str | os.PathLike[str], *, dry_run: bool = False, temp_grace_s: float = TEMP_GRACE_S
+) -> RepairPlan:
     """Repair one v4 log file in place, loss-free (see :func:`commit_repair`).
 
     Works on any ``.jsonl`` path without a store root. Inside a session directory the
     session lock is taken first, so an open writer makes this fail with
     :class:`SessionLockedError`. Older formats are refused: migrate them instead (the
     3->4 edge closes an interrupted turn itself).
+
+    Then the publish temps that belong to the log
+    (:func:`dsh_store.verify.leftover_temps`) and are stale (their mtime at least
+    ``temp_grace_s`` seconds old, or already a second name of the log) are deleted, under
+    the same lock, and the directory is fsynced; younger ones are kept and listed in
+    ``fresh_temps``. A refused log keeps its temps too. ``dry_run`` changes nothing and
+    lists what would be deleted.
 
     :raises CorruptLogError: committed corruption; the file is left byte-identical.
     """
@@ -138,6 +168,7 @@ def repair_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> Repai
     if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
         raise NeedsMigrationError(str(log), inspection.source_version, "repair")
     torn = inspection.torn
+    stale, fresh = _split_by_age(leftover_temps([log]).get(log, ()), temp_grace_s)
     plan = RepairPlan(
         path=log,
         classification=inspection.classification,
@@ -146,16 +177,60 @@ def repair_file(path: str | os.PathLike[str], *, dry_run: bool = False) -> Repai
         sidecar=None if torn is None else sidecar_path(log, torn.offset),
         closers=tuple(event.type for event in inspection.closers),
         applied=False,
+        stale_temps=tuple(temp.path for temp in stale),
+        fresh_temps=tuple(temp.path for temp in fresh),
     )
-    if dry_run or not inspection.needs_repair:
+    if dry_run or not plan.needed:
         return plan
     lock: SessionLock | None = None
-    if log.name == layout.generation_name(SESSION_FORMAT_VERSION):
+    # Every generation name marks a session directory: its writers and publish_upgrade
+    # hold this lock, so holding it keeps a repair from racing them.
+    if layout.generation_version(log.name) is not None:
         lock = SessionLock(log.parent, inspection.header.id)
         lock.acquire()
     try:
-        commit_repair(read_log(log))
+        if inspection.needs_repair:
+            commit_repair(read_log(log))
+        deleted, kept = _delete_stale(stale, temp_grace_s)
     finally:
         if lock is not None:
             lock.release()
-    return replace(plan, applied=True)
+    return replace(plan, applied=True, stale_temps=deleted, fresh_temps=plan.fresh_temps + kept)
+
+
+def _split_by_age(
+    temps: tuple[LeftoverTemp, ...], grace_s: float
+) -> tuple[list[LeftoverTemp], list[LeftoverTemp]]:
+    """(stale, fresh): the temps no running publish can need, and the others."""
+    now = time.time()
+    stale = [temp for temp in temps if temp.is_stale(now, grace_s)]
+    fresh = [temp for temp in temps if not temp.is_stale(now, grace_s)]
+    return stale, fresh
+
+
+def _delete_stale(
+    stale: list[LeftoverTemp], grace_s: float
+) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """Unlink the stale temps, then fsync their directory; return (deleted, kept).
+
+    Each temp is looked at again first: one written to since it was listed is a publish
+    still at work and is kept; one already gone is neither deleted nor kept. A temp that
+    is a second name of the log skips the age check: the log repair that just ran may
+    have given it a fresh mtime, and its publish is over anyway.
+    """
+    deleted: list[Path] = []
+    kept: list[Path] = []
+    now = time.time()
+    for temp in stale:
+        try:
+            if not temp.linked and now - os.lstat(temp.path).st_mtime < grace_s:
+                kept.append(temp.path)
+                continue
+            os.unlink(temp.path)
+        except FileNotFoundError:
+            continue
+        deleted.append(temp.path)
+    if deleted:
+        # Like every name change of the store, the removal is made durable.
+        fsync_dir(deleted[0].parent)
+    return tuple(deleted), tuple(kept)

@@ -12,26 +12,39 @@ reports one classification per file plus every finding. Walking rules:
   a migrated log are its backups, not live logs;
 - only names ending in ``.jsonl`` are logs, so temp files (``*.tmp``), torn-tail
   sidecars (``*.torn-<offset>``) and backups (``*.bak``) are skipped.
+
+A publish temp left beside a reported log by an interrupted publish (see
+:func:`dsh_store.jsonl.layout.temp_owner` for which log it belongs to) is reported as a
+``leftover-temp`` finding of that log; it never changes the classification.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .errors import DshStoreError
 from .jsonl import layout
+from .jsonl.rows import Finding
 from .restore import FileReport, examine
 
 __all__ = [
+    "TEMP_GRACE_S",
+    "LeftoverTemp",
     "NoLogsError",
     "Progress",
+    "by_directory",
     "collect_log_files",
     "counts_as_failure",
     "examine_file",
     "iter_log_files",
+    "leftover_temp_finding",
+    "leftover_temps",
     "map_files",
     "summary_counts",
     "verify_json",
@@ -141,6 +154,113 @@ def examine_file(path: Path) -> FileReport:
         ) from error
 
 
+TEMP_GRACE_S = 600.0
+"""Age (by mtime) from which ``dsh-store repair`` deletes a leftover publish temp.
+
+A younger temp may belong to a publish still running: a migration streams into its temp
+without the session lock, so only the age tells an abandoned temp from a live one.
+"""
+
+
+class LeftoverTemp(NamedTuple):
+    """A publish temp found beside a log: its path, size in bytes and mtime (epoch s).
+
+    ``linked`` is True when the temp is a second name of the log itself (the publish was
+    killed after its link): its publish is over, and its mtime is the live log's.
+    """
+
+    path: Path
+    size: int
+    mtime: float
+    linked: bool = False
+
+    def is_stale(self, now: float, grace_s: float = TEMP_GRACE_S) -> bool:
+        """Whether no running publish can need it: linked, or ``grace_s`` old by mtime."""
+        return self.linked or now - self.mtime >= grace_s
+
+
+def by_directory(logs: Iterable[Path]) -> dict[Path, list[Path]]:
+    """``logs`` grouped by parent directory, in first-seen order (each directory once)."""
+    groups: dict[Path, list[Path]] = {}
+    for log in logs:
+        groups.setdefault(log.parent, []).append(log)
+    return groups
+
+
+def leftover_temps(logs: Iterable[Path]) -> dict[Path, tuple[LeftoverTemp, ...]]:
+    """The publish temps that belong to each of ``logs``, sorted by name; never writes.
+
+    Each directory is listed once, however many logs it holds. Ownership follows
+    :func:`dsh_store.jsonl.layout.temp_owner`; a temp owned by no log in ``logs`` is
+    not returned. Only regular files count (a symlink is never a publish temp), and an
+    unlistable directory yields nothing (its logs are reported on their own).
+    """
+    found: dict[Path, tuple[LeftoverTemp, ...]] = {}
+    for directory, members in by_directory(logs).items():
+        wanted = {log.name: log for log in members}
+        try:
+            with os.scandir(directory) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        present = {entry.name: entry for entry in entries}
+        owned: dict[Path, list[LeftoverTemp]] = {}
+        for entry in sorted(entries, key=lambda item: item.name):
+            owner = layout.temp_owner(entry.name, present)
+            if owner not in wanted:
+                continue
+            with contextlib.suppress(OSError):  # vanished meanwhile: nothing left over
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode):
+                    linked = _same_file(info, present[owner])
+                    temp = LeftoverTemp(directory / entry.name, info.st_size, info.st_mtime, linked)
+                    owned.setdefault(wanted[owner], []).append(temp)
+        found.update((log, tuple(temps)) for log, temps in owned.items())
+    return found
+
+
+def _same_file(info: os.stat_result, log: os.DirEntry[str]) -> bool:
+    try:
+        return os.path.samestat(info, log.stat(follow_symlinks=False))
+    except OSError:
+        return False
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{int(seconds)} s"
+    if seconds < 120 * 60:
+        return f"{int(seconds // 60)} min"
+    if seconds < 48 * 3600:
+        return f"{int(seconds // 3600)} h"
+    return f"{int(seconds // 86400)} d"
+
+
+def leftover_temp_finding(
+    temp: LeftoverTemp, *, now: float | None = None, grace_s: float = TEMP_GRACE_S
+) -> Finding:
+    """The ``leftover-temp`` finding for one temp (no line, offset or seq)."""
+    age = (time.time() if now is None else now) - temp.mtime
+    if temp.linked:
+        message = (
+            f"{temp.path.name}: a second name of this log ({temp.size} bytes, no space of its "
+            "own) left by an interrupted publish; dsh-store repair deletes it"
+        )
+    elif age >= grace_s:
+        message = (
+            f"{temp.path.name}: {temp.size} bytes left by an interrupted publish "
+            f"{_age(age)} ago; dsh-store repair deletes it"
+        )
+    else:
+        message = (
+            f"{temp.path.name}: {temp.size} bytes written {_age(age)} ago, perhaps by a "
+            f"publish still running; dsh-store repair deletes it once it is "
+            f"{_age(grace_s)} old"
+        )
+    return Finding("leftover-temp", message)
+
+
 def verify_paths(
     paths: Sequence[str | os.PathLike[str]],
     *,
@@ -149,9 +269,26 @@ def verify_paths(
 ) -> list[FileReport]:
     """Examine every log file under ``paths``; never writes.
 
+    Each report ends with one ``leftover-temp`` finding per publish temp of its log
+    (:func:`leftover_temps`); the classification does not depend on them.
+
     :raises NoLogsError: one of ``paths`` is a directory holding no log.
     """
-    return map_files(examine_file, collect_log_files(paths), jobs=jobs, progress=progress)
+    files = collect_log_files(paths)
+    reports = map_files(examine_file, files, jobs=jobs, progress=progress)
+    temps = leftover_temps(files)
+    if not temps:
+        return reports
+    now = time.time()
+    return [
+        report._replace(
+            findings=report.findings
+            + tuple(leftover_temp_finding(temp, now=now) for temp in temps[report.path])
+        )
+        if report.path in temps
+        else report
+        for report in reports
+    ]
 
 
 def verify_path(path: str | os.PathLike[str], *, jobs: int = 1) -> list[FileReport]:

@@ -1,4 +1,4 @@
-"""``dsh-store repair``: cut torn tails and close open turns of v4 logs, without loss."""
+"""``dsh-store repair``: mend crashed v4 logs without loss, delete stale publish temps."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def repair(paths: tuple[Path, ...], dry_run: bool, as_json: bool) -> None:
     The torn bytes are saved beside the log as <log>.torn-<offset> before the log is
     truncated to its last committed line; then the closers are appended as one batch.
     Committed corruption and older formats are refused (migrate those), never
-    "repaired". Exit 0 when every file is clean or repaired, 1 when one was refused.
+    "repaired". Publish temps (<log>.<12 hex>.tmp) left by an interrupted publish are
+    deleted once they are 10 minutes old; younger ones are kept and listed. Exit 0 when
+    every file is clean or repaired, 1 when one was refused.
 
     \b
     Examples:
@@ -51,9 +53,10 @@ def _repair_text(result: dict[str, Any]) -> str:
     if status == "refused":
         return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
     if status == "clean":
-        return f"{result['path']}: {result['classification']}, nothing to repair"
-    verb = "repaired" if status == "repaired" else "would repair"
-    lines = [f"{result['path']}: {style(verb, fg='green')} ({result['classification']})"]
+        lines = [f"{result['path']}: {result['classification']}, nothing to repair"]
+    else:
+        verb = "repaired" if status == "repaired" else "would repair"
+        lines = [f"{result['path']}: {style(verb, fg='green')} ({result['classification']})"]
     if result["truncateAt"] is not None:
         lines.append(
             f"  cut {result['tornBytes']} torn byte(s) at offset {result['truncateAt']}, "
@@ -61,4 +64,11 @@ def _repair_text(result: dict[str, Any]) -> str:
         )
     if result["closers"]:
         lines.append(f"  append closers: {', '.join(result['closers'])}")
+    delete = "deleted" if status == "repaired" else "delete"
+    lines.extend(f"  {delete} leftover temp {temp}" for temp in result["deletedTemps"])
+    lines.extend(
+        f"  kept recent temp {temp} (a publish may still be writing it; "
+        "deleted once 10 minutes old)"
+        for temp in result["keptTemps"]
+    )
     return "\n".join(lines)

@@ -61,7 +61,9 @@ def verify(
     corrupt, refused, torn-tail, open-turn, needs-migration or ok. Exit 0 when every
     file passes, 1 when one fails, 2 on a usage error (including a PATH without logs).
     needs-migration fails only with --require-current; torn-tail and open-turn fail
-    unless --allow-repairable.
+    unless --allow-repairable. A publish temp an interrupted publish left beside a log
+    is a leftover-temp finding of that log: it fails only with --strict, and
+    dsh-store repair deletes it.
 
     \b
     Examples:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 __all__ = [
@@ -29,10 +30,13 @@ __all__ = [
     "generation_name",
     "generation_version",
     "is_temp_name",
+    "is_temp_of",
     "log_path",
     "project_dir",
     "project_key",
     "session_dir",
+    "temp_final_name",
+    "temp_owner",
     "temp_path",
 ]
 
@@ -63,6 +67,9 @@ _HASH_MARK = "~~"
 _HASH_PREFIX_MAX = NAME_MAX - len(_HASH_MARK) - 64
 _ESCAPE = re.compile(r"~([0-9A-F]{4})")
 _GENERATION = re.compile(r"session(?:\.v([1-9][0-9]*))?\.jsonl")
+# The token publishers pass to temp_path (files.materialize, migrate._write_temp) is
+# secrets.token_hex(6): twelve lowercase hex digits.
+_TEMP = re.compile(r"(.+)\.[0-9a-f]{12}\.tmp", re.DOTALL)
 
 
 def _code_units(text: str) -> list[int]:
@@ -205,3 +212,37 @@ def temp_path(final: str | os.PathLike[str], token: str) -> Path:
 def is_temp_name(name: str) -> bool:
     """Tell whether ``name`` is a leftover publishing temp file (readers ignore these)."""
     return name.endswith(".tmp") and name.count(".") >= 2
+
+
+def temp_final_name(name: str) -> str | None:
+    """The final name a publish temp is named after, or ``None`` if ``name`` is no such temp.
+
+    Precise where :func:`is_temp_name` is permissive: only ``<final>.<12 hex>.tmp`` (the
+    token publishers pass to :func:`temp_path` is ``secrets.token_hex(6)``) qualifies.
+    """
+    match = _TEMP.fullmatch(name)
+    return None if match is None else match.group(1)
+
+
+def is_temp_of(final_name: str, name: str) -> bool:
+    """Tell whether ``name`` is a publish temp of the file named ``final_name``."""
+    return temp_final_name(name) == final_name
+
+
+def temp_owner(name: str, present: Collection[str]) -> str | None:
+    """The log a leftover publish temp ``name`` belongs to, among the names ``present``.
+
+    ``present`` holds the other names in the temp's directory. A temp belongs to its
+    final name when that exists. A temp of a generation name that does not exist (a
+    migration or first publish killed before its link) belongs to the newest generation
+    present, the log whose upgrade it was. Otherwise it belongs to no log: ``None``.
+    """
+    final = temp_final_name(name)
+    if final is None:
+        return None
+    if final in present:
+        return final
+    if generation_version(final) is None:
+        return None
+    generations = [other for other in present if generation_version(other) is not None]
+    return max(generations, key=lambda other: generation_version(other) or 0, default=None)

@@ -10,6 +10,7 @@ from click.testing import Result
 
 from tests.cli.conftest import record_session, snapshot_tree
 from tests.cli.schema_check import errors, load_schema
+from tests.store.test_leftover_temps import leave_temp
 
 Invoke = Callable[..., Result]
 
@@ -53,6 +54,8 @@ def test_repair_saves_the_torn_bytes_then_closes_the_turn(invoke: Invoke, tmp_pa
             "tornBytes": len(fragment),
             "sidecar": f"{log}.torn-{offset}",
             "closers": ["step/end", "turn/end"],
+            "deletedTemps": [],
+            "keptTemps": [],
             "reason": None,
         }
     ]
@@ -84,3 +87,61 @@ def test_repair_walks_a_store_and_reports_each_file(invoke: Invoke, store_root: 
     assert result.stdout.count("nothing to repair") == 1
     assert "repaired (open-turn)\n  append closers: step/end, turn/end" in result.stdout
     assert invoke("verify", store_root).exit_code == 0
+
+
+def test_repair_deletes_stale_temps_and_lists_kept_ones(invoke: Invoke, tmp_path: Path) -> None:
+    log = record_session(tmp_path, "temps", turns=1)
+    stale = leave_temp(log, age_s=3600)
+    fresh = leave_temp(log, age_s=10)
+    before = snapshot_tree(tmp_path)
+
+    dry = invoke("repair", tmp_path, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert dry.stdout == (
+        f"{log}: would repair (ok)\n"
+        f"  delete leftover temp {stale}\n"
+        f"  kept recent temp {fresh} (a publish may still be writing it; deleted once 10 "
+        "minutes old)\n"
+    )
+    dry_json = json.loads(invoke("repair", tmp_path, "--dry-run", "--json").stdout)
+    assert errors(dry_json, load_schema("repair")) == []
+    assert snapshot_tree(tmp_path) == before
+
+    result = invoke("repair", tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("repair")) == []
+    (entry,) = document["results"]
+    assert (entry["status"], entry["deletedTemps"], entry["keptTemps"]) == (
+        "repaired",
+        [str(stale)],
+        [str(fresh)],
+    )
+    assert dry_json["results"][0] == {**entry, "status": "would-repair"}
+    assert not stale.exists() and fresh.exists()
+
+    again = invoke("repair", tmp_path, env={"NO_COLOR": "1"})
+    assert again.stdout == (
+        f"{log}: ok, nothing to repair\n"
+        f"  kept recent temp {fresh} (a publish may still be writing it; deleted once 10 "
+        "minutes old)\n"
+    )
+
+
+def test_the_schema_requires_the_temp_lists() -> None:
+    result: dict[str, object] = {
+        "path": "x",
+        "status": "clean",
+        "classification": "ok",
+        "truncateAt": None,
+        "tornBytes": 0,
+        "sidecar": None,
+        "closers": [],
+        "reason": None,
+    }
+    assert errors({"results": [result]}, load_schema("repair")) == [
+        "$.results[0]: missing required key 'deletedTemps'",
+        "$.results[0]: missing required key 'keptTemps'",
+    ]
+    bad = {**result, "deletedTemps": [1], "keptTemps": "y"}
+    assert len(errors({"results": [bad]}, load_schema("repair"))) == 2

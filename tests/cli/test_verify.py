@@ -11,6 +11,7 @@ from click.testing import Result
 from dsh_store.verify import counts_as_failure, iter_log_files, verify_paths
 from tests.cli.conftest import record_session, snapshot_tree, write_header
 from tests.cli.schema_check import VerifyFile, errors, load_schema
+from tests.store.test_leftover_temps import leave_temp
 
 Invoke = Callable[..., Result]
 
@@ -176,3 +177,34 @@ def test_counts_as_failure_matrix(tmp_path: Path) -> None:
     assert counts_as_failure(report)
     assert not counts_as_failure(report, allow_repairable=True)
     assert counts_as_failure(report, allow_repairable=True, strict=True)
+
+
+def test_a_leftover_temp_is_a_finding_that_fails_only_strict(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    log = record_session(tmp_path, "temps", turns=1)
+    temp = leave_temp(log, age_s=3 * 3600)
+    before = snapshot_tree(tmp_path)
+    result = invoke("verify", tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("verify")) == []
+    (report,) = document["files"]
+    message = (
+        f"{temp.name}: {temp.stat().st_size} bytes left by an interrupted publish 3 h ago; "
+        "dsh-store repair deletes it"
+    )
+    assert report["classification"] == "ok"
+    assert report["findings"] == [
+        {"rule": "leftover-temp", "message": message, "line": None, "offset": None, "seq": None}
+    ]
+    text = invoke("verify", tmp_path, env={"NO_COLOR": "1"})
+    assert text.exit_code == 0
+    assert text.stdout == (
+        f"{log}: ok (format 4, 6 events)\n  leftover-temp: {message}\n1 file(s): 1 ok; all pass\n"
+    )
+    strict = invoke("verify", tmp_path, "--strict")
+    assert strict.exit_code == 1 and f"{log}: ok (format 4, 6 events) FAIL" in strict.stdout
+    github = invoke("verify", tmp_path, "--format", "github").stdout.splitlines()
+    assert github[0] == f"::warning file={log},title=ok leftover-temp::{message}"
+    assert snapshot_tree(tmp_path) == before

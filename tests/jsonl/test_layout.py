@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,11 @@ from dsh_store.jsonl.layout import (
     generation_name,
     generation_version,
     is_temp_name,
+    is_temp_of,
     log_path,
     project_key,
     session_dir,
+    temp_final_name,
     temp_path,
 )
 
@@ -244,3 +247,22 @@ def test_temp_names_sit_beside_the_final_name() -> None:
 def test_modes_are_private() -> None:
     assert layout.DIR_MODE == 0o700
     assert layout.FILE_MODE == 0o600
+
+
+def test_is_temp_of_accepts_exactly_the_names_publishers_make() -> None:
+    made = temp_path("/d/session.v4.jsonl", secrets.token_hex(6)).name
+    assert is_temp_of(LOG_NAME, made) and temp_final_name(made) == LOG_NAME
+    assert is_temp_of("odd.name.jsonl", "odd.name.jsonl.0a1b2c3d4e5f.tmp")
+    for name in (
+        "session.v3.jsonl.0a1b2c3d4e5f.tmp",  # another log's temp
+        "session.v4.jsonl.0A1B2C3D4E5F.tmp",  # token_hex is lowercase
+        "session.v4.jsonl.0a1b2c3d4e5.tmp",  # eleven digits
+        "session.v4.jsonl.0a1b2c3d4e5f0.tmp",
+        "session.v4.jsonl.tmp",
+        "session.v4.jsonl.0a1b2c3d4e5f.tmp.bak",
+        "session.v4.jsonl.torn-12",
+        "xsession.v4.jsonl.0a1b2c3d4e5f.tmp",
+    ):
+        assert not is_temp_of(LOG_NAME, name), name
+    assert temp_final_name(".0a1b2c3d4e5f.tmp") is None
+    assert is_temp_name("session.v4.jsonl.tmp")  # the reader's rule stays permissive
