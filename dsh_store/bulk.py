@@ -90,7 +90,7 @@ def migrate_paths(
     """
     if output is not None and in_place:
         raise MigrationOptionsError("use either --output or --in-place, not both")
-    files = collect_log_files(paths)
+    files = [Path(file) for file in collect_log_files(paths)]
     if output is not None and len(files) != 1:
         raise MigrationOptionsError(
             f"--output takes exactly one source file; {len(files)} logs were given"
@@ -191,7 +191,7 @@ def repair_paths(
     from .store import repair_file
 
     results: list[dict[str, Any]] = []
-    for file in collect_log_files(paths):
+    for file in map(Path, collect_log_files(paths)):
         try:
             plan = repair_file(file, dry_run=dry_run)
         except (DshStoreError, OSError) as error:

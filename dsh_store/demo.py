@@ -233,7 +233,7 @@ def run_demo(root: Path | None, *, echo: Callable[[str], None]) -> int:
         counts[report.classification] = counts.get(report.classification, 0) + 1
         if counts_as_failure(report):
             failing += 1
-            echo(f"   FAIL {report.classification}: {report.path.relative_to(base)}")
+            echo(f"   FAIL {report.classification}: {Path(report.path).relative_to(base)}")
     summary = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items()))
     echo(f"5. verify: {len(reports)} file(s): {summary}")
     echo("")

@@ -168,7 +168,7 @@ def repair_file(
     if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
         raise NeedsMigrationError(str(log), inspection.source_version, "repair")
     torn = inspection.torn
-    stale, fresh = _split_by_age(leftover_temps([log]).get(log, ()), temp_grace_s)
+    stale, fresh = _split_by_age(leftover_temps([str(log)]).get(str(log), ()), temp_grace_s)
     plan = RepairPlan(
         path=log,
         classification=inspection.classification,
@@ -177,8 +177,8 @@ def repair_file(
         sidecar=None if torn is None else sidecar_path(log, torn.offset),
         closers=tuple(event.type for event in inspection.closers),
         applied=False,
-        stale_temps=tuple(temp.path for temp in stale),
-        fresh_temps=tuple(temp.path for temp in fresh),
+        stale_temps=tuple(Path(temp.path) for temp in stale),
+        fresh_temps=tuple(Path(temp.path) for temp in fresh),
     )
     if dry_run or not plan.needed:
         return plan
@@ -224,12 +224,12 @@ def _delete_stale(
     for temp in stale:
         try:
             if not temp.linked and now - os.lstat(temp.path).st_mtime < grace_s:
-                kept.append(temp.path)
+                kept.append(Path(temp.path))
                 continue
             os.unlink(temp.path)
         except FileNotFoundError:
             continue
-        deleted.append(temp.path)
+        deleted.append(Path(temp.path))
     if deleted:
         # Like every name change of the store, the removal is made durable.
         fsync_dir(deleted[0].parent)

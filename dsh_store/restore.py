@@ -13,7 +13,6 @@ import contextlib
 import gc
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import (
@@ -32,7 +31,6 @@ from .model import (
     Session,
     SessionEvent,
     SessionHeader,
-    interrupted_closers,
 )
 from .model.stream_check import StreamCheck
 
@@ -64,9 +62,14 @@ CLASSIFICATIONS: Final = (
 
 
 class FileReport(NamedTuple):
-    """The verdict on one file: never raised, always reported (see :func:`examine`)."""
+    """The verdict on one file: never raised, always reported (see :func:`examine`).
 
-    path: Path
+    ``path`` is the file's path as a string, spelled as it was given or walked (the same
+    spelling every error's ``.path`` uses); ``pathlib.Path(report.path)`` when a
+    :class:`~pathlib.Path` is wanted.
+    """
+
+    path: str
     classification: str
     version: int | None
     events: int | None
@@ -75,7 +78,7 @@ class FileReport(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         """The stable ``--json`` shape documented in docs/cli.md."""
         return {
-            "path": str(self.path),
+            "path": self.path,
             "classification": self.classification,
             "version": self.version,
             "events": self.events,
@@ -114,7 +117,12 @@ def read_log(
         committed v4 event that breaks a model rule.
     :raises MigrationRefusedError: an older log that cannot be upgraded faithfully.
     """
-    from .inspection import Inspection  # a dataclass: kept off the verify cold start
+    # Both kept off the verify cold start: a dataclass, and pathlib (with the urllib,
+    # ipaddress and fnmatch modules it imports) for the Path in Inspection.path.
+    from pathlib import Path
+
+    from .inspection import Inspection
+    from .model import interrupted_closers
 
     log = Path(path)
     scanner, version, header, events = _open_events(log, child_headers)
@@ -143,13 +151,13 @@ def read_log(
 
 
 def _open_events(
-    log: Path, child_headers: tuple[Mapping[str, Any], ...] | None
+    log: str | os.PathLike[str], child_headers: tuple[Mapping[str, Any], ...] | None
 ) -> tuple[LogScanner, int, SessionHeader, Iterator[SessionEvent]]:
     """Read the header (version first) and return a lazy stream of v4 events."""
     scanner = LogScanner(log)
     info = scanner.read_header()
     if info is None:
-        raise NotASessionError(str(log), "the file is empty (0 bytes)")
+        raise NotASessionError(os.fspath(log), "the file is empty (0 bytes)")
     rows = scanner.rows()
     if info.version == SESSION_FORMAT_VERSION:
         return scanner, info.version, _header_from_row(info.value, log), _current_events(rows, log)
@@ -176,7 +184,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def corruption_first(log: Path) -> Iterator[None]:
+def corruption_first(log: str | os.PathLike[str]) -> Iterator[None]:
     """Report committed corruption before a refusal (DESIGN §6.3 precedence).
 
     Rows flow lazily, so a migration edge may refuse an early event before the scanner
@@ -226,16 +234,18 @@ def _classification_of(torn: TornTail | None, balanced: bool, version: int) -> s
     return "ok"
 
 
-def _header_from_row(value: Mapping[str, Any], log: Path) -> SessionHeader:
+def _header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> SessionHeader:
     try:
         return SessionHeader.from_json(value)
     except EventValidationError as error:
         raise CorruptLogError(
-            str(log), f"invalid header: {error.detail}", line=1, offset=0, rule=error.rule
+            os.fspath(log), f"invalid header: {error.detail}", line=1, offset=0, rule=error.rule
         ) from None
 
 
-def _current_events(rows: Iterable[ScannedRow], log: Path) -> Iterator[SessionEvent]:
+def _current_events(
+    rows: Iterable[ScannedRow], log: str | os.PathLike[str]
+) -> Iterator[SessionEvent]:
     for row in rows:
         try:
             yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
@@ -243,11 +253,13 @@ def _current_events(rows: Iterable[ScannedRow], log: Path) -> Iterator[SessionEv
             raise _row_error(error, log, row) from None
 
 
-def _row_error(error: DshStoreError, log: Path, row: ScannedRow) -> CorruptLogError:
+def _row_error(
+    error: DshStoreError, log: str | os.PathLike[str], row: ScannedRow
+) -> CorruptLogError:
     rule = getattr(error, "rule", "not-lossless-json")
     detail = getattr(error, "detail", None) or str(error)
     return CorruptLogError(
-        str(log),
+        os.fspath(log),
         f"committed event {row.value.get('type')!r} is invalid: {detail}",
         line=row.line,
         offset=row.offset,
@@ -256,14 +268,16 @@ def _row_error(error: DshStoreError, log: Path, row: ScannedRow) -> CorruptLogEr
     )
 
 
-def _model_error(error: EventValidationError, log: Path, version: int) -> DshStoreError:
+def _model_error(
+    error: EventValidationError, log: str | os.PathLike[str], version: int
+) -> DshStoreError:
     """A model rule broken by a committed event: corruption in a v4 log (located by line
     and byte offset), a refusal when the event came out of the migration chain."""
     if version != SESSION_FORMAT_VERSION:
         return MigrationRefusedError(
             f"the upgraded log breaks a v4 rule: {error.detail}",
             rule=error.rule,
-            path=str(log),
+            path=os.fspath(log),
             seq=error.seq,
             event_type=error.event_type,
         )
@@ -274,7 +288,7 @@ def _model_error(error: EventValidationError, log: Path, version: int) -> DshSto
                 line, offset = row.line, row.offset
                 break
     return CorruptLogError(
-        str(log),
+        os.fspath(log),
         f"committed event is invalid: {error.detail}",
         line=line,
         offset=offset,
@@ -286,7 +300,7 @@ def _model_error(error: EventValidationError, log: Path, version: int) -> DshSto
 def _upgraded(
     header_row: dict[str, Any],
     rows: Iterable[ScannedRow],
-    log: Path,
+    log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
 ) -> tuple[SessionHeader, Iterator[SessionEvent]]:
     from .migrate import upgrade
@@ -295,14 +309,14 @@ def _upgraded(
         return upgrade(
             header_row,
             (row.value for row in rows),
-            path=str(log),
+            path=os.fspath(log),
             child_headers=child_headers,
         )
     except EventValidationError as error:
         raise MigrationRefusedError(
             f"the upgraded header is not valid v4: {error.detail}",
             rule=error.rule,
-            path=str(log),
+            path=os.fspath(log),
             line=1,
         ) from None
 
@@ -318,8 +332,10 @@ def examine(
     validated one at a time and not kept, so memory does not grow with the log. I/O errors
     that are not about the log's content (permission denied, a directory) are reported as
     ``not-a-session`` with an ``unreadable`` finding.
+
+    The report's ``path`` is ``path`` as a string (``os.fspath``), not normalized.
     """
-    log = Path(path)
+    log = os.fspath(path)
     try:
         scanner, version, header, events = _open_events(log, child_headers)
         with corruption_first(log):
@@ -412,9 +428,9 @@ def classify(path: str | os.PathLike[str]) -> str:
     return examine(path).classification
 
 
-def _is_empty(log: Path) -> bool:
+def _is_empty(log: str) -> bool:
     try:
-        return log.stat().st_size == 0
+        return os.stat(log).st_size == 0
     except OSError:
         return False
 

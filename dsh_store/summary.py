@@ -37,7 +37,7 @@ def summarize(
     from .verify import examine_file
 
     log = Path(path)
-    report = examine_file(log)
+    report = examine_file(str(log))
     summary: dict[str, Any] = {
         "path": str(log),
         "classification": report.classification,

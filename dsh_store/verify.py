@@ -16,6 +16,10 @@ reports one classification per file plus every finding. Walking rules:
 A publish temp left beside a reported log by an interrupted publish (see
 :func:`dsh_store.jsonl.layout.temp_owner` for which log it belongs to) is reported as a
 ``leftover-temp`` finding of that log; it never changes the classification.
+
+Paths are plain strings throughout (``os.path`` and ``os.scandir``, no :mod:`pathlib`,
+which would cost ``dsh-store verify`` several milliseconds of start-up): a path given is
+kept as spelled, a walked one is ``os.path.join(directory, name)``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from .errors import DshStoreError
@@ -39,6 +42,7 @@ __all__ = [
     "NoLogsError",
     "Progress",
     "by_directory",
+    "clean_path",
     "collect_log_files",
     "counts_as_failure",
     "examine_file",
@@ -70,10 +74,15 @@ class NoLogsError(DshStoreError):
         )
 
 
-def iter_log_files(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Every log file under ``path`` (see the module docstring for the rules), sorted."""
-    start = Path(path)
-    if not start.is_dir():
+def iter_log_files(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Every log file under ``path`` (see the module docstring for the rules), sorted.
+
+    Paths are spelled as :class:`pathlib.PurePath` spells them (no ``.`` parts, no
+    repeated or trailing separator): a ``path`` that is not a directory is yielded alone,
+    files under a directory as ``os.path.join(directory, name)``.
+    """
+    start = clean_path(path)
+    if not os.path.isdir(start):
         yield start
         return
     root = os.path.realpath(start)
@@ -85,24 +94,41 @@ def iter_log_files(path: str | os.PathLike[str]) -> Iterator[Path]:
         for name in logs:
             if name in generations and name != newest:
                 continue
-            candidate = Path(directory) / name
+            candidate = os.path.join(directory, name)
             # realpath never raises (a loop stays inside), unlike Path.resolve.
-            if candidate.is_symlink() and not _inside(os.path.realpath(candidate), root):
+            if os.path.islink(candidate) and not _inside(os.path.realpath(candidate), root):
                 continue
             yield candidate
+
+
+def clean_path(path: str | os.PathLike[str]) -> str:
+    """``path`` spelled as ``str(pathlib.PurePosixPath(path))`` would, without pathlib.
+
+    ``./store//a/`` becomes ``store/a``; ``..`` parts are kept (collapsing them would be
+    wrong across symlinks). Verify reports paths in this spelling, so that ``x`` and
+    ``./x`` name the same file once.
+    """
+    text = os.fspath(path)
+    absolute = text.startswith(os.sep)
+    parts = [part for part in text.split(os.sep) if part not in ("", ".")]
+    joined = os.sep.join(parts)
+    if absolute:
+        return os.sep + joined
+    return joined or "."
 
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def collect_log_files(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """All log files under ``paths`` in argument order, each once.
+def collect_log_files(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """All log files under ``paths`` in argument order, each once (spelled as
+    :func:`iter_log_files` spells them, so ``x`` and ``./x`` count once).
 
     :raises NoLogsError: one of ``paths`` is a directory holding no log.
     """
-    seen: set[Path] = set()
-    files: list[Path] = []
+    seen: set[str] = set()
+    files: list[str] = []
     for path in paths:
         found = list(iter_log_files(path))
         if not found:
@@ -141,7 +167,7 @@ def map_files(
     return list(lazy)
 
 
-def examine_file(path: Path) -> FileReport:
+def examine_file(path: str) -> FileReport:
     """:func:`dsh_store.restore.examine`, with an unexpected failure naming the file."""
     try:
         return examine(path)
@@ -165,11 +191,13 @@ without the session lock, so only the age tells an abandoned temp from a live on
 class LeftoverTemp(NamedTuple):
     """A publish temp found beside a log: its path, size in bytes and mtime (epoch s).
 
-    ``linked`` is True when the temp is a second name of the log itself (the publish was
-    killed after its link): its publish is over, and its mtime is the live log's.
+    ``path`` is a string: the log's directory, as the log's path spells it, joined with the
+    temp's name. ``linked`` is True when the temp is a second name of the log itself (the
+    publish was killed after its link): its publish is over, and its mtime is the live
+    log's.
     """
 
-    path: Path
+    path: str
     size: int
     mtime: float
     linked: bool = False
@@ -179,32 +207,42 @@ class LeftoverTemp(NamedTuple):
         return self.linked or now - self.mtime >= grace_s
 
 
-def by_directory(logs: Iterable[Path]) -> dict[Path, list[Path]]:
-    """``logs`` grouped by parent directory, in first-seen order (each directory once)."""
-    groups: dict[Path, list[Path]] = {}
+def by_directory(logs: Iterable[str]) -> dict[str, list[str]]:
+    """``logs`` grouped by parent directory, in first-seen order (each directory once).
+
+    Keys and members are strings: the key is ``os.path.dirname(log)``, or ``"."`` for a
+    bare file name (the directory :func:`os.scandir` is to list).
+    """
+    groups: dict[str, list[str]] = {}
     for log in logs:
-        groups.setdefault(log.parent, []).append(log)
+        groups.setdefault(os.path.dirname(log) or os.curdir, []).append(log)
     return groups
 
 
-def leftover_temps(logs: Iterable[Path]) -> dict[Path, tuple[LeftoverTemp, ...]]:
+def leftover_temps(logs: Iterable[str]) -> dict[str, tuple[LeftoverTemp, ...]]:
     """The publish temps that belong to each of ``logs``, sorted by name; never writes.
 
     Each directory is listed once, however many logs it holds. Ownership follows
     :func:`dsh_store.jsonl.layout.temp_owner`; a temp owned by no log in ``logs`` is
     not returned. Only regular files count (a symlink is never a publish temp), and an
     unlistable directory yields nothing (its logs are reported on their own).
+
+    The keys are the strings of ``logs``, as given; a temp's path is its log's directory
+    (as that log spells it) joined with the temp's name.
     """
-    found: dict[Path, tuple[LeftoverTemp, ...]] = {}
+    found: dict[str, tuple[LeftoverTemp, ...]] = {}
     for directory, members in by_directory(logs).items():
-        wanted = {log.name: log for log in members}
+        # File name -> the logs of that name here (one, unless spelled two ways).
+        wanted: dict[str, list[str]] = {}
+        for log in dict.fromkeys(members):
+            wanted.setdefault(os.path.basename(log), []).append(log)
         try:
             with os.scandir(directory) as listing:
                 entries = list(listing)
         except OSError:
             continue
         present = {entry.name: entry for entry in entries}
-        owned: dict[Path, list[LeftoverTemp]] = {}
+        owned: dict[str, list[LeftoverTemp]] = {}
         for entry in sorted(entries, key=lambda item: item.name):
             owner = layout.temp_owner(entry.name, present)
             if owner not in wanted:
@@ -213,8 +251,11 @@ def leftover_temps(logs: Iterable[Path]) -> dict[Path, tuple[LeftoverTemp, ...]]
                 info = entry.stat(follow_symlinks=False)
                 if stat.S_ISREG(info.st_mode):
                     linked = _same_file(info, present[owner])
-                    temp = LeftoverTemp(directory / entry.name, info.st_size, info.st_mtime, linked)
-                    owned.setdefault(wanted[owner], []).append(temp)
+                    for log in wanted[owner]:
+                        # Spelled like its log: a bare log name has bare temp names.
+                        where = os.path.join(os.path.dirname(log), entry.name)
+                        temp = LeftoverTemp(where, info.st_size, info.st_mtime, linked)
+                        owned.setdefault(log, []).append(temp)
         found.update((log, tuple(temps)) for log, temps in owned.items())
     return found
 
@@ -242,19 +283,20 @@ def leftover_temp_finding(
 ) -> Finding:
     """The ``leftover-temp`` finding for one temp (no line, offset or seq)."""
     age = (time.time() if now is None else now) - temp.mtime
+    name = os.path.basename(temp.path)
     if temp.linked:
         message = (
-            f"{temp.path.name}: a second name of this log ({temp.size} bytes, no space of its "
+            f"{name}: a second name of this log ({temp.size} bytes, no space of its "
             "own) left by an interrupted publish; dsh-store repair deletes it"
         )
     elif age >= grace_s:
         message = (
-            f"{temp.path.name}: {temp.size} bytes left by an interrupted publish "
+            f"{name}: {temp.size} bytes left by an interrupted publish "
             f"{_age(age)} ago; dsh-store repair deletes it"
         )
     else:
         message = (
-            f"{temp.path.name}: {temp.size} bytes written {_age(age)} ago, perhaps by a "
+            f"{name}: {temp.size} bytes written {_age(age)} ago, perhaps by a "
             f"publish still running; dsh-store repair deletes it once it is "
             f"{_age(grace_s)} old"
         )
@@ -269,7 +311,8 @@ def verify_paths(
 ) -> list[FileReport]:
     """Examine every log file under ``paths``; never writes.
 
-    Each report ends with one ``leftover-temp`` finding per publish temp of its log
+    One report per file of :func:`collect_log_files`, in that order, with that ``path``
+    string. Each report ends with one ``leftover-temp`` finding per publish temp of its log
     (:func:`leftover_temps`); the classification does not depend on them.
 
     :raises NoLogsError: one of ``paths`` is a directory holding no log.
@@ -292,7 +335,10 @@ def verify_paths(
 
 
 def verify_path(path: str | os.PathLike[str], *, jobs: int = 1) -> list[FileReport]:
-    """Examine one file, session directory or store root; never writes."""
+    """Examine one file, session directory or store root; never writes.
+
+    :func:`verify_paths` for a single PATH: each report's ``path`` is a string.
+    """
     return verify_paths([path], jobs=jobs)
 
 

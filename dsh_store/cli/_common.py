@@ -1,7 +1,8 @@
 """What every ``dsh-store`` command shares: exit codes, error guarding, output helpers.
 
 Only click and :mod:`dsh_store.errors` are imported here, so a command module that
-imports this stays cheap to load.
+imports this stays cheap to load; not even :mod:`pathlib` (``dsh-store verify`` has no use
+for it): :data:`PATHS` yields strings, and a command wanting Paths converts them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -38,9 +38,8 @@ def existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
-PATHS = click.argument(
-    "paths", nargs=-1, required=True, type=click.Path(path_type=Path), callback=existing
-)
+PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(), callback=existing)
+"""The PATH... argument of verify, migrate and repair: a tuple of ``str``, each existing."""
 JOBS = click.option(
     "--jobs",
     "-j",

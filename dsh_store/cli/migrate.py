@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 @JOBS
 @guarded
 def migrate(
-    paths: tuple[Path, ...],
+    paths: tuple[str, ...],
     check: bool,
     dry_run: bool,
     output: Path | None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -16,7 +15,7 @@ from ._common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, PATHS, echo_json, fail,
 @click.option("--dry-run", is_flag=True, help="Print the plan only; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 @guarded
-def repair(paths: tuple[Path, ...], dry_run: bool, as_json: bool) -> None:
+def repair(paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """Repair crashed v4 logs without loss: cut the torn tail, close the open turn.
 
     The plan comes first: which bytes are cut and which closing events are appended.

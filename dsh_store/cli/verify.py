@@ -1,10 +1,13 @@
-"""``dsh-store verify``: classify logs and report findings as text, JSON or annotations."""
+"""``dsh-store verify``: classify logs and report findings as text, JSON or annotations.
+
+The cold start of this command is measured (docs/performance.md), so this module and the
+library modules a verify run loads keep :mod:`pathlib` out: paths stay strings.
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
 @JOBS
 @guarded
 def verify(
-    paths: tuple[Path, ...],
+    paths: tuple[str, ...],
     strict: bool,
     require_current: bool,
     allow_repairable: bool,
@@ -153,10 +156,10 @@ def github_annotations(report: FileReport, *, failed: bool) -> list[str]:
     if not findings:
         if not failed:
             return []
-        return [f"::error file={_github_property(str(report.path))}::{report.classification}"]
+        return [f"::error file={_github_property(report.path)}::{report.classification}"]
     lines = []
     for finding in findings:
-        props = f"file={_github_property(str(report.path))}"
+        props = f"file={_github_property(report.path)}"
         if finding.line is not None:
             props += f",line={finding.line}"
         props += f",title={_github_property(report.classification + ' ' + finding.rule)}"

@@ -7,7 +7,10 @@ Layout of a store root::
 
 Older generations share the session directory: ``session.jsonl`` (format 0) and
 ``session.vN.jsonl``. The single-writer lock is ``session.lock`` beside them.
-This module only computes names; it never touches the disk.
+This module only computes names; it never touches the disk. The functions returning a
+:class:`~pathlib.Path` import :mod:`pathlib` when called: ``dsh-store verify`` uses this
+module for names only, and pathlib (with what it imports) is a noticeable part of its
+start-up.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "CURRENT_VERSION",
@@ -168,6 +174,8 @@ def decode_session_id(name: str) -> str | None:
 
 def project_dir(root: str | os.PathLike[str], cwd: str | None) -> Path:
     """Directory holding every session of the project ``cwd`` under ``root``."""
+    from pathlib import Path
+
     return Path(root) / project_key(cwd)
 
 
@@ -205,6 +213,8 @@ def log_path(root: str | os.PathLike[str], session_id: str, cwd: str | None) -> 
 
 def temp_path(final: str | os.PathLike[str], token: str) -> Path:
     """Temporary sibling of ``final`` used while publishing it: ``<final>.<token>.tmp``."""
+    from pathlib import Path
+
     final_path = Path(final)
     return final_path.with_name(f"{final_path.name}.{token}.tmp")
 

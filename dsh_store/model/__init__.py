@@ -1,11 +1,17 @@
 """The pure v4 session model: header, events, validation, surface, projections, closers.
 
 No I/O and no wall clock: time comes from an injected clock (epoch milliseconds).
+
+The closers (:mod:`.closers`) and the request folds (:mod:`.requests`) are imported on
+first use of one of their names (PEP 562): validating a log, as ``dsh-store verify`` does,
+needs neither, and its start-up is measured.
 """
 
 from __future__ import annotations
 
-from .closers import build_fork_seed, interrupted_closers
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .events import (
     SessionEvent,
     SurfaceOp,
@@ -15,7 +21,6 @@ from .events import (
 )
 from .header import SessionHeader
 from .messages import derive_event_message
-from .requests import fold_request_context, fold_request_header
 from .session import Clock, EventInput, Listener, Session
 from .surface import SurfaceFold, SurfaceReplacement, SurfaceView, fold_surface
 from .vocabulary import (
@@ -54,3 +59,28 @@ __all__ = [
     "interrupted_closers",
     "is_plugin_type",
 ]
+
+if TYPE_CHECKING:
+    from .closers import build_fork_seed, interrupted_closers
+    from .requests import fold_request_context, fold_request_header
+
+# Public name -> the submodule defining it, imported by __getattr__ on first use.
+_LAZY: dict[str, str] = {
+    "build_fork_seed": ".closers",
+    "interrupted_closers": ".closers",
+    "fold_request_context": ".requests",
+    "fold_request_header": ".requests",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

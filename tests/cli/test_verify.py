@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import Result
 
 from dsh_store.verify import counts_as_failure, iter_log_files, verify_paths
@@ -156,7 +157,7 @@ def test_walk_keeps_newest_generation_and_skips_sidecars(tmp_path: Path) -> None
     (session / "session.v4.jsonl.torn-10").write_bytes(b"x")
     (session / "old.jsonl.v3.bak").write_bytes(b"x")
     (session / "session.v2.jsonl.abc.tmp").write_bytes(b"x")
-    assert list(iter_log_files(tmp_path)) == [session / "session.v2.jsonl"]
+    assert list(iter_log_files(tmp_path)) == [str(session / "session.v2.jsonl")]
 
 
 def test_symlinks_are_not_followed_out_of_the_tree(tmp_path: Path) -> None:
@@ -167,7 +168,7 @@ def test_symlinks_are_not_followed_out_of_the_tree(tmp_path: Path) -> None:
     (tree / "link-out.jsonl").symlink_to(outside / "secret.jsonl")
     (tree / "link-in.jsonl").symlink_to(tree / "inside.jsonl")
     (tree / "dir-out").symlink_to(outside, target_is_directory=True)
-    assert list(iter_log_files(tree)) == [tree / "inside.jsonl", tree / "link-in.jsonl"]
+    assert list(iter_log_files(tree)) == [str(tree / "inside.jsonl"), str(tree / "link-in.jsonl")]
 
 
 def test_counts_as_failure_matrix(tmp_path: Path) -> None:
@@ -208,3 +209,14 @@ def test_a_leftover_temp_is_a_finding_that_fails_only_strict(
     github = invoke("verify", tmp_path, "--format", "github").stdout.splitlines()
     assert github[0] == f"::warning file={log},title=ok leftover-temp::{message}"
     assert snapshot_tree(tmp_path) == before
+
+
+def test_one_file_under_two_spellings_is_reported_once_as_pathlib_spells_it(
+    invoke: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = record_session(tmp_path / "store", "s1")
+    monkeypatch.chdir(tmp_path)
+    relative = log.relative_to(tmp_path)
+    result = invoke("verify", "--json", str(relative), f"./{relative}", "./store//")
+    assert result.exit_code == 0, result.output
+    assert [entry["path"] for entry in json.loads(result.stdout)["files"]] == [str(relative)]

@@ -108,7 +108,7 @@ def test_a_migration_killed_before_its_link_leaves_a_temp_of_its_source(tmp_path
     assert not (session / layout.LOG_NAME).exists()
 
     (report,) = verify_paths([tmp_path / "store"])
-    assert report.path == source and report.classification == "needs-migration"
+    assert report.path == str(source) and report.classification == "needs-migration"
     assert [f.rule for f in report.findings] == ["needs-migration", "leftover-temp"]
     assert report.findings[-1].message.startswith(f"{temp.name}: {temp.stat().st_size} bytes")
 
@@ -167,7 +167,7 @@ def test_each_directory_is_listed_once(tmp_path: Path, monkeypatch: pytest.Monke
             write_header(tmp_path / directory / f"log{index}.jsonl", 4, f"{directory}{index}")
             logs.append(tmp_path / directory / f"log{index}.jsonl")
     temp = leave_temp(logs[5], age_s=HOUR)
-    assert list(by_directory(logs)) == [tmp_path / "a", tmp_path / "b"]
+    assert list(by_directory(map(str, logs))) == [str(tmp_path / "a"), str(tmp_path / "b")]
 
     listed: list[str] = []
     real_scandir = os.scandir
@@ -177,9 +177,11 @@ def test_each_directory_is_listed_once(tmp_path: Path, monkeypatch: pytest.Monke
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", counting_scandir)
-    found = leftover_temps(logs)
+    found = leftover_temps(map(str, logs))
     assert sorted(listed) == [str(tmp_path / "a"), str(tmp_path / "b")]
-    assert {log: [t.path for t in temps] for log, temps in found.items()} == {logs[5]: [temp]}
+    assert {log: [t.path for t in temps] for log, temps in found.items()} == {
+        str(logs[5]): [str(temp)]
+    }
 
 
 # --- repair -----------------------------------------------------------------------------------
@@ -262,7 +264,7 @@ def test_statuses_when_only_temps_are_found(tmp_path: Path) -> None:
 def test_a_temp_written_to_after_it_was_listed_is_kept(tmp_path: Path) -> None:
     log = record_session(tmp_path, "s1", turns=1)
     temp = leave_temp(log, age_s=5)
-    (listed,) = leftover_temps([log])[log]
+    (listed,) = leftover_temps([str(log)])[str(log)]
     stale_then = listed._replace(mtime=listed.mtime - HOUR)
     deleted, kept = dsh_store.repair._delete_stale([stale_then], TEMP_GRACE_S)
     assert (deleted, kept) == ((), (temp,)) and temp.exists()
