@@ -185,7 +185,7 @@ def record_session(root: Path, session_id: str, *, announce: Callable[[str], Non
     signal.pause()
 
 
-def run_demo(root: Path | None, *, echo: Callable[[str], None]) -> int:
+def run_demo(root: str | os.PathLike[str] | None, *, echo: Callable[[str], None]) -> int:
     """Run the whole demo in ``root`` (default: a new temp dir); return the exit code.
 
     ``root`` must not already hold a demo (the session id is fixed); everything the demo

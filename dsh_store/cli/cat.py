@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -11,13 +10,13 @@ from ._common import existing, guarded
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path), callback=existing)
+@click.argument("path", type=click.Path(dir_okay=False), callback=existing)
 @click.option(
     "--from-seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq."
 )
 @click.option("--type", "types", multiple=True, help="Only events of this type (repeatable).")
 @guarded
-def cat(path: Path, from_seq: int, types: tuple[str, ...]) -> None:
+def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
     """Print committed events as v4 JSONL on stdout (no header line).
 
     Older formats are upgraded in memory; a torn tail is never printed; committed

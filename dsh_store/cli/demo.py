@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -13,11 +12,11 @@ from ._common import guarded
 @click.command()
 @click.option(
     "--root",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(file_okay=False),
     help="Directory to work in (default: a new temporary directory).",
 )
 @guarded
-def demo(root: Path | None) -> None:
+def demo(root: str | None) -> None:
     """Record a session, SIGKILL the writer mid-turn, restore, migrate, verify.
 
     Works in a new temporary directory (named in the output) unless --root says

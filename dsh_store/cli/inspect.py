@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -12,12 +11,12 @@ from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, existing, guarded
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False, path_type=Path), callback=existing)
+@click.argument("path", type=click.Path(dir_okay=False), callback=existing)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="List every event (seq, type, bytes).")
 @click.option("--messages", "show_messages", is_flag=True, help="Show the derived messages.")
 @guarded
-def inspect(path: Path, as_json: bool, show_events: bool, show_messages: bool) -> None:
+def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) -> None:
     """Summarize one log: header, format, classification, counts, open turn.
 
     Counts turns, steps and events by type with their bytes (as v4 lines; older logs

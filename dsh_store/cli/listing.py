@@ -6,24 +6,29 @@ The module is not called ``list`` so that it never shadows the builtin's name.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ._common import echo_json, guarded
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 def default_root() -> Path:
     """``$DSH_STORE_ROOT`` when set and non-empty, else ``~/.dsh/sessions``."""
+    from pathlib import Path  # only here: a module --help imports stays free of pathlib
+
     configured = os.environ.get("DSH_STORE_ROOT")
     return Path(configured) if configured else Path.home() / ".dsh" / "sessions"
 
 
 @click.command(name="list")
-@click.argument("root", required=False, type=click.Path(path_type=Path))
+@click.argument("root", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @guarded
-def list_sessions(root: Path | None, as_json: bool) -> None:
+def list_sessions(root: str | None, as_json: bool) -> None:
     """List the sessions of a store, reading only each log's header and tail.
 
     ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions. Status is current,

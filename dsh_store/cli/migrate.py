@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 @click.option(
     "--output",
     "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),
     help="Publish the upgraded log here (exactly one source; never overwrites).",
 )
 @click.option(
@@ -49,7 +48,7 @@ def migrate(
     paths: tuple[str, ...],
     check: bool,
     dry_run: bool,
-    output: Path | None,
+    output: str | None,
     in_place: bool,
     as_json: bool,
     jobs: int,
