@@ -9,9 +9,9 @@ needs neither, and its start-up is measured.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .. import _lazy_module_getattr
 from .events import (
     SessionEvent,
     SurfaceOp,
@@ -73,13 +73,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_module_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:
