@@ -149,7 +149,7 @@ class ThreadWriteBehind(_QueueState):
 
     def pending_items(self) -> list[tuple[int, bytes]]:
         """``(seq, line)`` of every event not yet durable."""
-        with self._cond:
+        with self._lock:
             return self._ctrl.pending_items()
 
     def enqueue(self, seq: int, line: bytes) -> None:
@@ -183,7 +183,7 @@ class ThreadWriteBehind(_QueueState):
         :raises TimeoutError: ``timeout`` seconds passed first; the flush goes on.
         :raises Exception: the write failure; the failed batch stays queued.
         """
-        with self._cond:
+        with self._lock:
             token, actions = self._ctrl.flush(self._clock())
             # Without a timeout this thread performs a ready write itself: don't wake the
             # worker for it (a wasted thread switch per flush on a busy machine).
@@ -199,7 +199,7 @@ class ThreadWriteBehind(_QueueState):
 
         :raises Exception: the drain failed; the queue stays open and usable.
         """
-        with self._cond:
+        with self._lock:
             if not self._stopped:
                 token, actions = self._ctrl.close(self._clock())
                 self._apply(actions)
@@ -280,7 +280,7 @@ class ThreadWriteBehind(_QueueState):
             self._worker_wakes_at = -math.inf
 
     def _run(self) -> None:
-        with self._cond:
+        with self._lock:
             while True:
                 write = self._next_write()
                 if write is None:
