@@ -18,6 +18,7 @@ from .errors import (
     LosslessJsonError,
     MigrationRefusedError,
     NotASessionError,
+    SalvageRefusedError,
     SessionExistsError,
     SessionLockedError,
     SessionNotFoundError,
@@ -39,7 +40,15 @@ if TYPE_CHECKING:
         interrupted_closers,
     )
     from .restore import FileReport, classify, examine, read_log
-    from .store import AsyncLiveSession, JsonlStore, LiveSession, RepairPlan, repair_file
+    from .store import (
+        AsyncLiveSession,
+        JsonlStore,
+        LiveSession,
+        RepairPlan,
+        SalvagePlan,
+        repair_file,
+        salvage_file,
+    )
     from .verify import verify_path
 
 __version__ = "0.1.0"
@@ -59,6 +68,8 @@ _LAZY: dict[str, str] = {
     "LiveSession": ".store",
     "RepairPlan": ".store",
     "repair_file": ".store",
+    "SalvagePlan": ".store",
+    "salvage_file": ".store",
     "FileReport": ".restore",
     "Inspection": ".inspection",
     "classify": ".restore",
@@ -79,6 +90,7 @@ __all__ = [
     "LosslessJsonError",
     "MigrationRefusedError",
     "NotASessionError",
+    "SalvageRefusedError",
     "SessionExistsError",
     "SessionLockedError",
     "SessionNotFoundError",

@@ -3,7 +3,8 @@
 Each function walks its PATH arguments like :mod:`dsh_store.verify` does, handles every
 file independently (one refusal never stops the others) and returns one plain result per
 file. A *store file* is a generation file in a session directory (``session.jsonl`` or
-``session.vN.jsonl``); any other ``.jsonl`` is a *loose file*.
+``session.vN.jsonl``); any other ``.jsonl`` is a *loose file*. ``repair --salvage``
+takes exactly one file (:func:`salvage_path`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "migrate_paths",
     "repair_json",
     "repair_paths",
+    "salvage_path",
 ]
 
 
@@ -240,3 +242,28 @@ def repair_json(
         "keptTemps": [str(temp) for temp in kept_temps or ()],
         "reason": reason,
     }
+
+
+def salvage_path(
+    path: str | os.PathLike[str], output: str | os.PathLike[str], *, dry_run: bool = False
+) -> dict[str, Any]:
+    """Salvage one log into ``output``; the ``dsh-store repair --salvage --json`` object.
+
+    Keys: ``path``, ``output``, ``status`` (``salvaged``, ``would-salvage``,
+    ``already-salvaged`` or ``refused``), ``keptEvents``, ``keptBytes``, ``droppedBytes``,
+    ``stop`` (``{rule, message, line, offset, seq}`` or null), ``closers`` and ``reason``
+    (docs/schemas/salvage.schema.json). A refusal is a result, not an error; its ``stop``
+    is the defect that left nothing to keep, when there is one.
+    """
+    from .errors import CorruptLogError
+    from .jsonl.rows import Finding
+    from .salvage import salvage_file, salvage_json
+
+    try:
+        plan = salvage_file(path, output, dry_run=dry_run)
+    except (DshStoreError, OSError) as error:
+        stop = getattr(error, "stop", None)
+        if isinstance(error, CorruptLogError):  # an invalid header line
+            stop = Finding(error.rule, error.detail, error.line, error.offset, error.seq)
+        return salvage_json(path, output, "refused", stop=stop, reason=_one_line(error))
+    return plan.to_json()

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .jsonl.rows import Finding
 
 __all__ = [
     "AmbiguousSessionError",
@@ -23,6 +26,7 @@ __all__ = [
     "MigrationRefusedError",
     "NeedsMigrationError",
     "NotASessionError",
+    "SalvageRefusedError",
     "SessionExistsError",
     "SessionLockedError",
     "SessionNotFoundError",
@@ -384,4 +388,23 @@ class AmbiguousSessionError(DshStoreError):
             "move the others out of the store root",
             session_id=session_id,
             paths=tuple(os.fspath(log) for log in logs),
+        )
+
+
+class SalvageRefusedError(DshStoreError):
+    """Salvage cannot produce a valid log (or may not write where asked); nothing is written.
+
+    ``rule`` names the reason: ``needs-migration``, ``nothing-to-salvage``,
+    ``output-is-source``, ``output-exists`` or ``source-changed``; ``stop`` is the defect
+    that left nothing to keep, when there is one.
+    """
+
+    path: str
+    rule: str
+    detail: str
+    stop: Finding | None
+
+    def __init__(self, path: str, detail: str, *, rule: str, stop: Finding | None = None) -> None:
+        super().__init__(
+            f"{path}: cannot salvage: {detail}", path=path, detail=detail, rule=rule, stop=stop
         )

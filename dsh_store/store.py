@@ -59,6 +59,7 @@ from .model import (
 )
 from .repair import RepairPlan, commit_repair, repair_file
 from .restore import read_log, revision_of
+from .salvage import SalvagePlan, SalvageRefusedError, salvage_file
 
 __all__ = [
     "AmbiguousSessionError",
@@ -68,9 +69,12 @@ __all__ = [
     "LiveSession",
     "NeedsMigrationError",
     "RepairPlan",
+    "SalvagePlan",
+    "SalvageRefusedError",
     "commit_repair",
     "newest_generation",
     "repair_file",
+    "salvage_file",
 ]
 
 Clock = Callable[[], int]

@@ -16,6 +16,7 @@ from dsh_store.errors import (
     LosslessJsonError,
     MigrationRefusedError,
     NotASessionError,
+    SalvageRefusedError,
     SessionExistsError,
     SessionLockedError,
     SessionNotFoundError,
@@ -45,6 +46,7 @@ SAMPLES: list[DshStoreError] = [
     SessionLockedError("abc", "/root/p/abc/session.lock"),
     ConcurrentModificationError("/s/a.jsonl", "size is 10 bytes, expected 12"),
     WriterBrokenError("/s/a.jsonl", "ftruncate failed: EIO"),
+    SalvageRefusedError("/s/a.jsonl", "the first event is already bad", rule="nothing-to-salvage"),
     StorageError("append of seqs 3..4", "/s/a.jsonl", OSError(errno.ENOSPC, "No space left")),
 ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -13,9 +14,22 @@ from ._common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, PATHS, echo_json, fail,
 @click.command()
 @PATHS
 @click.option("--dry-run", is_flag=True, help="Print the plan only; write nothing.")
+@click.option(
+    "--salvage",
+    is_flag=True,
+    help="Copy the valid prefix of a corrupt log (one PATH) to --output; the log is kept.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    help="Where --salvage publishes the salvaged log (never overwritten).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 @guarded
-def repair(paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+def repair(
+    paths: tuple[str, ...], dry_run: bool, salvage: bool, output: str | None, as_json: bool
+) -> None:
     """Repair crashed v4 logs without loss: cut the torn tail, close the open turn.
 
     The plan comes first: which bytes are cut and which closing events are appended.
@@ -26,11 +40,20 @@ def repair(paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     deleted once they are 10 minutes old; younger ones are kept and listed. Exit 0 when
     every file is clean or repaired, 1 when one was refused.
 
+    With --salvage --output OUT, a log with committed corruption is not repaired but
+    salvaged: its events up to the first bad one, plus closers, are published as the
+    new file OUT, and the log itself is left as it is. Exit 0 when salvaged, 1 when
+    refused.
+
     \b
     Examples:
       dsh-store repair ~/.dsh/sessions --dry-run
       dsh-store repair session.v4.jsonl
+      dsh-store repair session.v4.jsonl --salvage --output salvaged.jsonl
     """
+    if salvage or output is not None:
+        _salvage(paths, output, salvage=salvage, dry_run=dry_run, as_json=as_json)
+        return
     from ..bulk import repair_paths
     from ..verify import NoLogsError
 
@@ -45,6 +68,28 @@ def repair(paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
             click.echo(_repair_text(result))
     refused = any(result["status"] == "refused" for result in results)
     sys.exit(EXIT_FINDINGS if refused else EXIT_OK)
+
+
+def _salvage(
+    paths: tuple[str, ...], output: str | None, *, salvage: bool, dry_run: bool, as_json: bool
+) -> None:
+    from ..bulk import salvage_path
+    from ..salvage import describe_salvage
+
+    if not salvage:
+        raise click.UsageError("--output is only for --salvage")
+    if output is None:
+        raise click.UsageError("--salvage needs --output OUT (the source is never rewritten)")
+    if len(paths) != 1:
+        raise click.UsageError(f"--salvage takes exactly one log file; {len(paths)} were given")
+    if os.path.isdir(paths[0]):
+        raise click.UsageError(f"--salvage takes a log file, and {paths[0]} is a directory")
+    result = salvage_path(paths[0], output, dry_run=dry_run)
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(describe_salvage(result, style))
+    sys.exit(EXIT_FINDINGS if result["status"] == "refused" else EXIT_OK)
 
 
 def _repair_text(result: dict[str, Any]) -> str:
