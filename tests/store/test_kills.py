@@ -176,7 +176,10 @@ def test_random_sigkills(root: Path) -> None:
             for _ in range(rng.randint(0, 6)):
                 lines.append(child.stdout.readline())
         child.send_signal(signal.SIGKILL)
-        rest, _ = child.communicate(timeout=60)
+        # Read the rest through the same buffered file: communicate() reads the raw pipe and
+        # would drop lines readline() has already buffered (acknowledgements included).
+        rest = child.stdout.read()
+        child.wait(timeout=60)
         lines.append(rest)
         assert child.returncode == -signal.SIGKILL, round_no
         kills += 1
