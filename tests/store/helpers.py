@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,3 +169,30 @@ def fast_dir(tmp_path: Path) -> Path:
 
         return Path(tempfile.mkdtemp(prefix="dsh-store-test-", dir=shm))
     return tmp_path
+
+
+def kill_after_acks(
+    child: subprocess.Popen[bytes], *, marker: bytes, acks: int, extra_lines: int = 0
+) -> tuple[bytes, int]:
+    """Read ``child``'s stdout until ``acks`` lines start with ``marker`` (or it ends), then
+    ``extra_lines`` more lines, SIGKILL it and return (everything it printed, acks seen).
+
+    The rest is drained through the same buffered reader: ``communicate()`` reads the raw
+    pipe and would silently drop lines ``readline()`` has already buffered.
+    """
+    assert child.stdout is not None
+    lines: list[bytes] = []
+    seen = 0
+    while seen < acks:
+        line = child.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        seen += line.startswith(marker)
+    # Letting it run on a little makes the kill land between acknowledgements.
+    lines.extend(child.stdout.readline() for _ in range(extra_lines))
+    child.send_signal(signal.SIGKILL)
+    lines.append(child.stdout.read())
+    child.stdout.close()
+    child.wait(timeout=60)
+    return b"".join(lines), seen

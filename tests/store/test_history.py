@@ -42,7 +42,7 @@ from dsh_store.errors import SessionNotFoundError
 from dsh_store.model import SessionEvent
 from tests.conftest import REPO
 
-from .helpers import fast_dir, make_store, snapshot
+from .helpers import fast_dir, kill_after_acks, make_store, snapshot
 from .history_child import session_id, turn_events
 
 pytestmark = pytest.mark.slow
@@ -184,29 +184,13 @@ def _run_round(root: Path, rng: random.Random, round_no: int) -> dict[str, Histo
     watchdog.start()
     try:
         wanted = rng.randint(5, 120)
-        lines: list[bytes] = []
-        oks = 0
-        while oks < wanted:
-            line = child.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            oks += line.startswith(b"OK ")
-        if rng.random() < 0.5:
-            # Let it run on a little so the kill lands between acknowledgements.
-            for _ in range(rng.randint(1, 40)):
-                lines.append(child.stdout.readline())
-        child.send_signal(signal.SIGKILL)
-        # Drain through the same buffered reader: communicate(timeout=...) would read the raw
-        # fd and silently drop the lines readline() already buffered.
-        rest = child.stdout.read()
-        child.stdout.close()
-        child.wait(timeout=WATCHDOG_S)
+        extra = rng.randint(1, 40) if rng.random() < 0.5 else 0
+        output, oks = kill_after_acks(child, marker=b"OK ", acks=wanted, extra_lines=extra)
     finally:
         watchdog.cancel()
-    assert oks == wanted, (round_no, "the child stopped before the kill", lines[-3:])
+    assert oks == wanted, (round_no, "the child stopped before the kill", output[-300:])
     assert child.returncode == -signal.SIGKILL, (round_no, child.returncode)
-    return _parse(b"".join(lines) + rest)
+    return _parse(output)
 
 
 def test_acknowledged_history_survives_sigkill(root: Path) -> None:

@@ -24,7 +24,7 @@ import pytest
 from dsh_store.errors import SessionNotFoundError
 from tests.conftest import REPO
 
-from .helpers import CWD, complete_turn, fast_dir, make_store, sidecars, snapshot
+from .helpers import CWD, complete_turn, fast_dir, kill_after_acks, make_store, sidecars, snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -163,27 +163,11 @@ def test_random_sigkills(root: Path) -> None:
         child = _start(root, turns=40)
         assert child.stdout is not None
         wanted = rng.randint(1, 30)
-        seen = 0
-        lines: list[bytes] = []
-        while seen < wanted:
-            line = child.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            seen += line.startswith(b"ACK ")
-        if rng.random() < 0.5:
-            # Let it run on a little so the kill lands between acknowledgements.
-            for _ in range(rng.randint(0, 6)):
-                lines.append(child.stdout.readline())
-        child.send_signal(signal.SIGKILL)
-        # Read the rest through the same buffered file: communicate() reads the raw pipe and
-        # would drop lines readline() has already buffered (acknowledgements included).
-        rest = child.stdout.read()
-        child.wait(timeout=60)
-        lines.append(rest)
+        extra = rng.randint(0, 6) if rng.random() < 0.5 else 0
+        output, _ = kill_after_acks(child, marker=b"ACK ", acks=wanted, extra_lines=extra)
         assert child.returncode == -signal.SIGKILL, round_no
         kills += 1
-        for record in _acks(b"".join(lines)):
+        for record in _acks(output):
             acked[record["seq"]] = record
         _check_after_kill(root, acked)
         if round_no % 6 == 5:
