@@ -8,8 +8,6 @@ warm from the page cache and discard what they parse.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -18,38 +16,18 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import REPO, Report, load_limits, median_seconds
+from benchlib import REPO, Report, median_seconds, peak_rss_kib, write_v4_log
 
 LOG_BYTES = 50_000_000
 
-_HEADER = {
-    "type": "session",
-    "version": 4,
-    "id": "bench-scan",
-    "createdAt": 1_760_000_000_000,
-    "isSeeded": False,
-    "delegationDepth": 0,
-}
-
-_RSS_CHILD = """
-import resource, sys
-{work}
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-"""
-_IMPORT_ONLY = "from dsh_store.jsonl.scan import LogScanner"
+_IMPORT_ONLY = "import sys\nfrom dsh_store.jsonl.scan import LogScanner"
 _SCAN = _IMPORT_ONLY + "\nfor _ in LogScanner(sys.argv[1]).rows():\n    pass"
 
 
 def write_bench_log(directory: Path) -> Path:
     """Write the 50 MB mix behind a v4 header line; return its path."""
-    body = directory / "body.jsonl"
-    load_limits().write_log(str(body), LOG_BYTES)
     path = directory / "session.v4.jsonl"
-    with open(path, "wb") as out, open(body, "rb") as source:
-        out.write(orjson.dumps(_HEADER) + b"\n")
-        while block := source.read(1 << 20):
-            out.write(block)
-    body.unlink()
+    write_v4_log(path, LOG_BYTES, "bench-scan")
     return path
 
 
@@ -67,19 +45,6 @@ def scanner_loop(path: Path) -> None:
 
     for _ in LogScanner(path).rows():
         pass
-
-
-def peak_rss_kib(work: str, path: Path) -> int:
-    """Peak RSS (KiB, Linux ``ru_maxrss``) of a fresh interpreter running ``work``."""
-    result = subprocess.run(
-        [sys.executable, "-c", _RSS_CHILD.format(work=work), str(path)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return int(result.stdout.split()[-1])
 
 
 def run(quick: bool) -> None:

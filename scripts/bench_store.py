@@ -19,7 +19,6 @@ import gc
 import os
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_scan
-from benchlib import REPO, Report, load_limits
+from benchlib import REPO, Report, load_limits, peak_rss_kib, write_v4_log
 
 from dsh_store.jsonl.writebehind import DEFAULT_WINDOW_S
 from dsh_store.restore import read_log
@@ -42,22 +41,6 @@ from dsh_store.store import JsonlStore
 
 Event = dict[str, Any]
 
-_HEADER = {
-    "type": "session",
-    "version": 4,
-    "id": "bench-store",
-    "createdAt": 1_760_000_000_000,
-    "isSeeded": False,
-    "delegationDepth": 0,
-}
-
-# A fresh interpreter runs the restore in a grandchild and reports that grandchild's
-# peak RSS through RUSAGE_CHILDREN, so nothing else this process spawned can leak in.
-_RSS_PARENT = """
-import resource, subprocess, sys
-subprocess.run([sys.executable, "-c", sys.argv[1], sys.argv[2]], check=True)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-"""
 _IMPORT_ONLY = "import sys\nfrom dsh_store.restore import read_log"
 _RESTORE = _IMPORT_ONLY + "\nassert read_log(sys.argv[1]).events"
 
@@ -122,24 +105,6 @@ def _append_one(live: Any, event: Event) -> None:
         surface_op=event.get("surfaceOp"),
         source_event_seqs=event.get("sourceEventSeqs"),
     )
-
-
-def write_v4_log(path: Path, target_bytes: int, limits: ModuleType) -> tuple[int, int]:
-    """Write limits.py's ``write_log`` output behind a v4 header; return (events, bytes).
-
-    ``write_log`` emits events from seq 0 without a header line, so on its own the file is
-    not a session; with the header it is a valid v4 log (checked by the caller).
-    """
-    body = path.with_name(path.name + ".body")
-    count, _ = limits.write_log(str(body), target_bytes)
-    with open(path, "wb") as out, open(body, "rb") as source:
-        out.write(orjson.dumps(_HEADER) + b"\n")
-        while block := source.read(1 << 20):
-            out.write(block)
-        out.flush()
-        os.fsync(out.fileno())
-    body.unlink()
-    return count, path.stat().st_size
 
 
 # -- our side ------------------------------------------------------------------------------
@@ -220,9 +185,7 @@ def baseline_group_commit(
     limits: ModuleType, events: list[Event], path: Path, seconds: float
 ) -> float:
     """limits.py's "(c) group commit, max-speed producer" row: ``_window_run`` with no linger."""
-    result: dict[str, Any] = limits._window_run(str(path), events, 0, seconds, None)
-    path.unlink(missing_ok=True)
-    return float(result["rate"])
+    return baseline_linger(limits, events, path, seconds, 0)
 
 
 def baseline_linger(
@@ -309,19 +272,6 @@ def timed(work: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def peak_rss_kib(work: str, log: Path) -> int:
-    """Peak RSS (KiB, Linux ``ru_maxrss``) of a fresh interpreter running ``work`` on ``log``."""
-    result = subprocess.run(
-        [sys.executable, "-c", _RSS_PARENT, work, str(log)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return int(result.stdout.split()[-1])
-
-
 # -- the group -----------------------------------------------------------------------------
 
 
@@ -381,10 +331,10 @@ def _write_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings
     report.ratio("durable throughput ÷ SQLite WAL FULL 512", ours_again, sqlite, ">= 2x")
 
 
-def _restore_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings) -> None:
+def _restore_rows(report: Report, scratch: Path, cfg: Settings) -> None:
     log = scratch / "restore" / "session.v4.jsonl"
     log.parent.mkdir()
-    count, size = write_v4_log(log, RESTORE_LOG_BYTES, limits)
+    count, size = write_v4_log(log, RESTORE_LOG_BYTES, "bench-store")
     classification = read_log(log).classification  # the generated log must be a clean v4 log
     if classification != "ok":
         raise SystemExit(f"{log}: the generated restore log is {classification!r}, not 'ok'")
@@ -404,7 +354,7 @@ def _restore_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settin
 
     big = scratch / "rss" / "session.v4.jsonl"
     big.parent.mkdir()
-    _, big_size = write_v4_log(big, cfg.rss_log_bytes, limits)
+    _, big_size = write_v4_log(big, cfg.rss_log_bytes, "bench-store")
     _settle()
     base = peak_rss_kib(_IMPORT_ONLY, big)
     restored = peak_rss_kib(_RESTORE, big)
@@ -426,7 +376,7 @@ def run(quick: bool) -> None:
             _write_rows(report, limits, scratch, cfg)
         finally:
             gc.unfreeze()
-        _restore_rows(report, limits, scratch, cfg)
+        _restore_rows(report, scratch, cfg)
     report.print()
 
 

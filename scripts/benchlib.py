@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -11,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 LIMITS_PATH = REPO.parent / "shared" / "bench" / "limits.py"
@@ -42,6 +46,55 @@ def median_seconds(run: Callable[[], object], repeats: int = 5) -> float:
         run()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def write_v4_log(path: Path, target_bytes: int, session_id: str) -> tuple[int, int]:
+    """Write limits.py's ``write_log`` output behind a v4 header line; return (events, bytes).
+
+    ``write_log`` emits events from seq 0 without a header line, so on its own the file is
+    not a session; with the header it is a valid v4 log (callers check that).
+    """
+    header = {
+        "type": "session",
+        "version": 4,
+        "id": session_id,
+        "createdAt": 1_760_000_000_000,
+        "isSeeded": False,
+        "delegationDepth": 0,
+    }
+    body = path.with_name(path.name + ".body")
+    count, _ = load_limits().write_log(str(body), target_bytes)
+    with open(path, "wb") as out, open(body, "rb") as source:
+        out.write(orjson.dumps(header) + b"\n")
+        while block := source.read(1 << 20):
+            out.write(block)
+        out.flush()
+        os.fsync(out.fileno())
+    body.unlink()
+    return count, path.stat().st_size
+
+
+# A fresh interpreter runs ``work`` in a grandchild and reports that grandchild's peak RSS
+# through RUSAGE_CHILDREN, so nothing else the measuring process spawned can leak in.
+_RSS_PARENT = """
+import resource, subprocess, sys
+subprocess.run([sys.executable, "-c", sys.argv[1], sys.argv[2]], check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def peak_rss_kib(work: str, path: Path) -> int:
+    """Peak RSS (KiB, Linux ``ru_maxrss``) of a fresh interpreter running the code ``work``
+    with ``path`` as ``sys.argv[1]``."""
+    result = subprocess.run(
+        [sys.executable, "-c", _RSS_PARENT, work, str(path)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(result.stdout.split()[-1])
 
 
 @dataclass
