@@ -139,7 +139,6 @@ class ThreadWriteBehind(_QueueState):
         # While events keep arriving the idle worker naps for one window at a time instead
         # of sleeping until notified, so a new batch's timer needs no wake-up (its deadline
         # is never before the nap ends). One nap with no event in it ends the heartbeat.
-        self._window_s = window_s
         self._enqueued = 0
         self._enqueued_seen = 0
         self._flush_waiters = 0
@@ -258,9 +257,10 @@ class ThreadWriteBehind(_QueueState):
             if self._stopped:
                 return None
             if self._deadline is None:
-                if self._window_s > 0 and self._enqueued != self._enqueued_seen:
+                window_s = self._ctrl.window_s
+                if window_s > 0 and self._enqueued != self._enqueued_seen:
                     self._enqueued_seen = self._enqueued
-                    self._sleep(self._clock() + self._window_s)
+                    self._sleep(self._clock() + window_s)
                 else:
                     self._sleep(None)
                 continue
