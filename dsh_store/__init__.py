@@ -104,11 +104,12 @@ __all__ = [
 def _lazy_module_getattr(
     package: str, table: Mapping[str, str], namespace: dict[str, Any]
 ) -> Callable[[str], Any]:
-    """A PEP 562 module ``__getattr__`` importing ``table[name]`` (relative to ``package``)
-    on first use of ``name`` and caching the value in ``namespace`` (the module's globals).
+    """A PEP 562 module ``__getattr__`` importing ``table[name]`` (a module name, absolute or
+    relative to ``package``) on first use of ``name`` and caching the value in
+    ``namespace`` (the module's globals).
 
-    Shared by the package's ``__init__`` modules; keeping rarely used submodules out of
-    start-up is what lets ``dsh-store`` commands start fast.
+    Shared by the package's lazy modules; keeping rarely used submodules out of start-up
+    is what lets ``dsh-store`` commands start fast.
     """
 
     def module_getattr(name: str) -> Any:

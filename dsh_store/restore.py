@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from . import _lazy_module_getattr
 from .errors import (
     CorruptLogError,
     DshStoreError,
@@ -439,11 +440,6 @@ def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def __getattr__(name: str) -> Any:
-    # ``restore.Inspection`` stays importable; it lives in its own module so that
-    # ``dsh-store verify`` does not pay for building a dataclass at start-up.
-    if name == "Inspection":
-        from .inspection import Inspection
-
-        return Inspection
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``restore.Inspection`` stays importable; it lives in its own module so that
+# ``dsh-store verify`` does not pay for building a dataclass at start-up.
+__getattr__ = _lazy_module_getattr(__name__, {"Inspection": "dsh_store.inspection"}, globals())
