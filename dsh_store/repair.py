@@ -223,7 +223,8 @@ def _delete_stale(
     now = time.time()
     for temp in stale:
         try:
-            if not temp.linked and now - os.lstat(temp.path).st_mtime < grace_s:
+            # The same staleness rule as the listing, on the mtime as it is now.
+            if not temp._replace(mtime=os.lstat(temp.path).st_mtime).is_stale(now, grace_s):
                 kept.append(Path(temp.path))
                 continue
             os.unlink(temp.path)
