@@ -16,6 +16,7 @@ atomically (temp file + fsync + link/rename, or a truncation to a committed pref
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -109,3 +110,18 @@ def main(context: click.Context, debug: bool) -> None:
       dsh-store demo
     """
     context.obj = {"debug": debug}
+
+
+def run() -> None:
+    """The console-script entry point: run :func:`main`, then let the process end fast.
+
+    Everything the process imported lives until exit, so the interpreter's final
+    collection walking those tens of thousands of objects finds nothing to free; it cost
+    about a tenth of a short command's run. Freezing them first (:func:`gc.freeze`) skips
+    that walk. Nothing else changes at exit: streams are flushed, atexit handlers and
+    module teardown still run.
+    """
+    try:
+        main()
+    finally:
+        gc.freeze()
