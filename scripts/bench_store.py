@@ -10,7 +10,10 @@ a time. Rows:
 - append + flush per event against one fd with write + flush + fsync per event;
 - restore of a 50 MB v4 log with ``read_log`` against ``orjson.loads`` per line;
 - durable throughput against SQLite WAL ``synchronous=FULL`` with 512 rows per commit;
-- peak RSS of a fresh process restoring a 500 MB log (100 MB in quick mode).
+- peak RSS of a fresh process restoring a 500 MB log (100 MB in quick mode);
+- the same write and restore rows against baselines that run our checks around the same
+  naive I/O (``Session.append`` before each naive write; the lossless re-check after each
+  ``orjson.loads``), which isolates what the store layer adds to the validation.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +40,8 @@ import bench_scan
 from benchlib import REPO, Report, load_limits, peak_rss_kib, write_v4_log
 
 from dsh_store.jsonl.writebehind import DEFAULT_WINDOW_S
+from dsh_store.jsonvalue import check_loaded
+from dsh_store.model import Session
 from dsh_store.restore import read_log
 from dsh_store.store import JsonlStore
 
@@ -220,6 +226,117 @@ def baseline_fsync_each(events: Sequence[Event], path: Path, seconds: float) -> 
     return count / (now - start)
 
 
+# -- baselines that do our checks ------------------------------------------------------------
+# The naive baselines above only serialize. These three run the same validation as our side
+# (the model's Session.append, or the lossless re-check on read) around the same naive I/O,
+# so a ratio to them isolates what the store layer itself costs: batching, the write-behind
+# controller, the tail check, restore's scanner and admission.
+
+
+def baseline_group_commit_validated(events: Sequence[Event], path: Path, seconds: float) -> float:
+    """A minimal group commit fed by ``Session.append``: the producer validates and encodes
+    each event with the model, hands its line to a writer thread that joins whatever is
+    pending, writes it and fsyncs; the clock stops when the last write is durable.
+    """
+    session = Session.create(f"validated-{time.monotonic_ns()}")
+    pending: list[bytes] = []
+    state = {"done": False, "written": 0}
+    ready = threading.Condition()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+
+    def writer() -> None:
+        while True:
+            with ready:
+                while not pending and not state["done"]:
+                    ready.wait()
+                if not pending:
+                    return
+                batch = pending[:]
+                pending.clear()
+            os.write(fd, b"".join(batch))
+            os.fsync(fd)
+            state["written"] += len(batch)
+
+    thread = threading.Thread(target=writer)
+    start = time.perf_counter()
+    thread.start()
+    deadline = start + seconds
+    count = 0
+    try:
+        for event in events:
+            line = session.append(
+                event["type"],
+                event["data"],
+                surface_op=event.get("surfaceOp"),
+                source_event_seqs=event.get("sourceEventSeqs"),
+            ).line
+            with ready:
+                pending.append(line)
+                ready.notify()
+            count += 1
+            if count % 64 == 0 and time.perf_counter() >= deadline:
+                break
+    finally:  # the writer drains what is pending, then stops, on every exit
+        with ready:
+            state["done"] = True
+            ready.notify()
+        thread.join()
+        elapsed = time.perf_counter() - start
+        os.close(fd)
+        path.unlink()
+    if count == len(events):
+        raise RuntimeError(f"the mix ran out after {count} events; use more turns")
+    return state["written"] / elapsed
+
+
+def baseline_fsync_each_validated(events: Sequence[Event], path: Path, seconds: float) -> float:
+    """Per event ``Session.append`` (validate + encode), then write + fsync on one fd."""
+    session = Session.create(f"validated-{time.monotonic_ns()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+    count = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + seconds
+        now = start
+        for event in events:
+            line = session.append(
+                event["type"],
+                event["data"],
+                surface_op=event.get("surfaceOp"),
+                source_event_seqs=event.get("sourceEventSeqs"),
+            ).line
+            os.write(fd, line)
+            os.fsync(fd)
+            count += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+    finally:
+        os.close(fd)
+        path.unlink()
+    return count / (now - start)
+
+
+def baseline_load_lines_checked(path: Path) -> float:
+    """:func:`baseline_load_lines` plus the lossless re-check restore must run on every
+    decoded line (``jsonvalue.check_loaded``), GC disabled alike."""
+    loads = orjson.loads
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        values = []
+        with open(path, "rb") as source:
+            for line in source:
+                value = loads(line)
+                check_loaded(value)
+                values.append(value)
+        elapsed = time.perf_counter() - start
+    finally:
+        gc.enable()
+    del values
+    return elapsed
+
+
 def baseline_sqlite_wal_full(
     limits: ModuleType, events: Sequence[Event], path: Path, seconds: float
 ) -> float:
@@ -315,6 +432,16 @@ def _write_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings
     flush_each_window_zero = _median_of(
         cfg.runs, lambda: store_flush_each(events, scratch / "each-0", seconds=seconds, window_s=0)
     )
+    ours_checked, group_checked = _paired_medians(
+        cfg.runs,
+        lambda: store_saturation(long_mix, scratch / "sat-checked", seconds=seconds),
+        lambda: baseline_group_commit_validated(long_mix, scratch / "gc-checked.log", seconds),
+    )
+    flush_each_checked, fsync_each_checked = _paired_medians(
+        cfg.runs,
+        lambda: store_flush_each(events, scratch / "each-checked", seconds=seconds),
+        lambda: baseline_fsync_each_validated(events, scratch / "each-checked.log", seconds),
+    )
     report.value("mix", f"{len(events)} events, 100 turns (ours: {len(long_mix)} events)")
     report.value("durable throughput, window 0", _rate(ours))
     report.value("group commit baseline (limits.py)", _rate(group))
@@ -329,6 +456,16 @@ def _write_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings
     report.value("durable throughput, window 0 (again)", _rate(ours_again))
     report.value("SQLite WAL FULL, 512 per commit", _rate(sqlite))
     report.ratio("durable throughput ÷ SQLite WAL FULL 512", ours_again, sqlite, ">= 2x")
+    report.value("durable throughput, window 0 (beside the checked baseline)", _rate(ours_checked))
+    report.value("group commit fed by Session.append (same checks)", _rate(group_checked))
+    report.ratio("durable throughput ÷ group commit, same checks", ours_checked, group_checked, "")
+    report.value(
+        "append + flush per event (beside the checked baseline)", _rate(flush_each_checked)
+    )
+    report.value("Session.append + write + fsync per event", _rate(fsync_each_checked))
+    report.ratio(
+        "append+flush ÷ fsync per event, same checks", flush_each_checked, fsync_each_checked, ""
+    )
 
 
 def _restore_rows(report: Report, scratch: Path, cfg: Settings) -> None:
@@ -350,6 +487,13 @@ def _restore_rows(report: Report, scratch: Path, cfg: Settings) -> None:
     )
     report.value("LogScanner.rows() alone", f"{scan:.2f} s ({size / scan / 1e6:.0f} MB/s)")
     report.ratio("restore (read_log) ÷ orjson line loop", 1 / ours, 1 / loads, ">= 0.7x")
+    ours_checked, checked = _paired_medians(
+        cfg.restore_runs, lambda: store_restore(log), lambda: baseline_load_lines_checked(log)
+    )
+    report.value("orjson.loads + lossless re-check per line", f"{checked:.2f} s")
+    report.ratio(
+        "restore ÷ line loop with the same lossless check", 1 / ours_checked, 1 / checked, ""
+    )
     log.unlink()
 
     big = scratch / "rss" / "session.v4.jsonl"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from dsh_store.errors import EventValidationError, LosslessJsonError
 from dsh_store.restore import read_log
 from dsh_store.store import JsonlStore
 from tests.conftest import REPO
@@ -84,3 +85,36 @@ def test_linger_baseline_returns_a_positive_rate(bench_store: ModuleType, tmp_pa
     rate = bench_store.baseline_linger(limits, _one_turn(), tmp_path / "l.log", 0.01, 0.001)
     assert rate > 0
     assert not (tmp_path / "l.log").exists()
+
+
+def test_validated_baselines_run_the_model_and_leave_no_file(
+    bench_store: ModuleType, tmp_path: Path
+) -> None:
+    mix = bench_store.load_limits().make_mix(5)
+    assert len(mix) > 64  # the producer looks at the clock every 64 events
+    group = tmp_path / "g.log"
+    assert bench_store.baseline_group_commit_validated(mix, group, 0.0) > 0
+    each = tmp_path / "e.log"
+    assert bench_store.baseline_fsync_each_validated(_one_turn(), each, 60.0) > 0
+    assert not group.exists() and not each.exists()
+    # They validate like Session.append: an event breaking a model rule is refused.
+    broken = [{**_one_turn()[0], "data": {"turn": "one"}}]
+    with pytest.raises(EventValidationError):
+        bench_store.baseline_fsync_each_validated(broken, tmp_path / "x.log", 60.0)
+    with pytest.raises(EventValidationError):
+        bench_store.baseline_group_commit_validated(broken, tmp_path / "y.log", 60.0)
+    with pytest.raises(RuntimeError, match="ran out"):
+        bench_store.baseline_group_commit_validated(_one_turn(), tmp_path / "z.log", 60.0)
+    assert sorted(tmp_path.iterdir()) == []  # every baseline removed its file
+
+
+def test_checked_load_baseline_runs_the_lossless_check(
+    bench_store: ModuleType, tmp_path: Path
+) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(b'{"a": 1.5}\n{"b": [1, 2]}\n')
+    assert bench_store.baseline_load_lines_checked(good) > 0
+    negative_zero = tmp_path / "bad.jsonl"
+    negative_zero.write_bytes(b'{"a": 1.5}\n{"b": -0.0}\n')
+    with pytest.raises(LosslessJsonError):
+        bench_store.baseline_load_lines_checked(negative_zero)
