@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from .errors import EventValidationError, WriterBrokenError
-from .jsonl.files import LogWriter, make_dirs, materialize
+from .jsonl.files import LogWriter, fsync_chain, make_dirs, materialize
 from .jsonl.lock import SessionLock
 from .jsonl.writebehind import AsyncWriteBehind, ThreadWriteBehind
 from .model import EventInput, Session, SessionEvent
@@ -34,9 +34,11 @@ class _Handle:
         lock: SessionLock | None,
         writer: LogWriter | None,
         written: int = 0,
+        root: Path,
     ) -> None:
         self.session = session
         self.path = path
+        self.root = root  # the store root: names from it down to the log are made durable
         self.lock = lock
         self.writer = writer
         self.written = written  # events already durable when the handle was made
@@ -72,6 +74,9 @@ class _Handle:
                     path=str(self.path),
                 )
             make_dirs(self.path.parent)
+            # A killed earlier attempt may have made these directories without fsyncing
+            # their parents; make_dirs fsyncs only what it creates itself.
+            fsync_chain(self.path.parent, self.root)
             lock = SessionLock(self.path.parent, self.session.id)
             lock.acquire()
             try:

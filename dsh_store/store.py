@@ -39,7 +39,7 @@ from .errors import (
 )
 from .inspection import Inspection
 from .jsonl import layout
-from .jsonl.files import LogWriter, make_dirs, materialize
+from .jsonl.files import LogWriter, fsync_chain, make_dirs, materialize
 from .jsonl.lock import SessionLock
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
@@ -349,7 +349,7 @@ class JsonlStore:
         )
         path = layout.log_path(self.root, session_id, cwd)
         session = Session.create(session_id, header=header, clock=self._clock)
-        return _Handle(self._writer_options, session, path, lock=None, writer=None)
+        return _Handle(self._writer_options, session, path, lock=None, writer=None, root=self.root)
 
     def open(self, session_id: str) -> LiveSession:
         """Open a stored session for writing: lock, restore, repair, then resume.
@@ -388,6 +388,13 @@ class JsonlStore:
                 expected_size=inspection.file_size,
                 next_seq=len(inspection.events),
             )
+            try:
+                # Before this handle acknowledges anything: a killed earlier writer may
+                # have linked the log or made its directories without the parent fsync.
+                fsync_chain(inspection.path, self.root)
+            except BaseException:
+                writer.close()
+                raise
         except BaseException:
             lock.release()
             raise
@@ -398,6 +405,7 @@ class JsonlStore:
             lock=lock,
             writer=writer,
             written=len(inspection.events),
+            root=self.root,
         )
 
     def _restore_for_write(self, log: Path, session_id: str) -> Inspection:
@@ -441,6 +449,7 @@ class JsonlStore:
             with LogWriter.open(
                 inspection.path, expected_size=inspection.file_size, next_seq=expected
             ) as writer:
+                fsync_chain(inspection.path, self.root)  # as in open(): names made durable
                 writer.append(
                     [event.line for event in events], expected, expected + len(events) - 1
                 )
@@ -472,6 +481,7 @@ class JsonlStore:
         if self._find(child) is not None:
             raise SessionExistsError(child, str(path))
         make_dirs(path.parent)
+        fsync_chain(path.parent, self.root)  # levels an earlier killed writer may have made
         with SessionLock(path.parent, child):
             materialize(
                 path, header.encode(), [event.line for event in seed], session_id=child

@@ -37,7 +37,7 @@ from dsh_store.errors import (
 from dsh_store.jsonl.failpoints import armed, failpoint
 from dsh_store.jsonl.layout import DIR_MODE, FILE_MODE, decode_session_id, temp_path
 
-__all__ = ["LogWriter", "fsync_dir", "make_dirs", "materialize"]
+__all__ = ["LogWriter", "fsync_chain", "fsync_dir", "make_dirs", "materialize"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -49,6 +49,25 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_chain(path: str | os.PathLike[str], top: str | os.PathLike[str]) -> None:
+    """Make the names ``top`` ... ``path`` durable, whoever created them.
+
+    fsyncs the directory holding ``path`` and each one above it, up to the directory
+    holding ``top``. A writer that was killed after it created a directory or linked a
+    log, but before it fsynced the parent, leaves a name that only the page cache holds;
+    a later writer calls this before it acknowledges anything stored under that name.
+
+    :raises ValueError: ``path`` is not ``top`` or below it.
+    """
+    level, top_path = Path(path), Path(top)
+    level.relative_to(top_path)  # refuse a path outside ``top`` before any fsync
+    while True:
+        fsync_dir(level.parent)
+        if level == top_path:
+            return
+        level = level.parent
 
 
 def make_dirs(path: str | os.PathLike[str]) -> list[Path]:
