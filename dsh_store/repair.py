@@ -41,11 +41,9 @@ def commit_repair(inspection: Inspection) -> Inspection:
     if inspection.source_version != SESSION_FORMAT_VERSION:
         raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
     if inspection.torn is not None:
-        # After an earlier repair at this offset (its sidecar exists), a tail that is a byte
-        # prefix of the closers is that repair's own unfinished write: complete it rather
-        # than saving our own bytes in a second sidecar.
-        earlier = sidecar_path(inspection.path, inspection.committed_size)
-        if earlier.exists() and _finish_interrupted_closers(inspection):
+        # A tail that is a byte prefix of the closers is an earlier repair's unfinished
+        # write: completing it removes no byte, so nothing needs a sidecar.
+        if _finish_interrupted_closers(inspection):
             return read_log(inspection.path)
         commit_truncation(
             inspection.path, inspection.committed_size, expected_size=inspection.file_size
@@ -63,26 +61,36 @@ def commit_repair(inspection: Inspection) -> Inspection:
     return read_log(inspection.path)
 
 
-def _finish_interrupted_closers(inspection: Inspection) -> bool:
-    """Complete a closer batch that an earlier repair left half written; True if done.
+def _interrupted_closers_written(inspection: Inspection) -> int | None:
+    """How many bytes of its closer batch an earlier, interrupted repair wrote; else None.
 
-    Used only after an earlier repair at this offset. The closers depend only on the
-    committed prefix, so a torn tail that is a byte prefix of them is that repair's
-    unfinished write: appending the missing rest gives exactly the bytes an uninterrupted
-    repair writes.
+    The closers depend only on the committed prefix, so a torn tail that is a byte prefix
+    of them is that repair's unfinished write (when it wrote whole closer lines too, they
+    are now part of the prefix, and the rest of the batch is what remains to close).
+    Appending the missing rest gives exactly the bytes an uninterrupted repair writes, and
+    keeps every byte already in the file, whoever wrote it: no sidecar is needed.
     """
     torn = inspection.torn
     if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
-        return False
+        return None
     closer_bytes = b"".join(event.line for event in inspection.closers)
     with open(inspection.path, "rb") as log:
         log.seek(torn.offset)
         tail = log.read(torn.length + 1)
     if len(tail) != torn.length or not closer_bytes.startswith(tail):
+        return None
+    return len(tail)
+
+
+def _finish_interrupted_closers(inspection: Inspection) -> bool:
+    """Complete a closer batch that an earlier repair left half written; True if done."""
+    written = _interrupted_closers_written(inspection)
+    if written is None:
         return False
+    closer_bytes = b"".join(event.line for event in inspection.closers)
     # The writer only joins the pieces; one piece per seq keeps its count check meaningful.
     pieces: list[bytes] = []
-    position = len(tail)
+    position = written
     for _ in inspection.closers:
         end = closer_bytes.index(b"\n", position) + 1
         pieces.append(closer_bytes[position:end])
@@ -167,7 +175,8 @@ def repair_file(
     inspection = read_log(log)
     if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
         raise NeedsMigrationError(str(log), inspection.source_version, "repair")
-    torn = inspection.torn
+    # A half-written closer batch of an earlier repair is completed, not cut (no sidecar).
+    torn = None if _interrupted_closers_written(inspection) is not None else inspection.torn
     stale, fresh = _split_by_age(leftover_temps([str(log)]).get(str(log), ()), temp_grace_s)
     plan = RepairPlan(
         path=log,
