@@ -152,10 +152,17 @@ def read_log(
 
 
 def _open_events(
-    log: str | os.PathLike[str], child_headers: tuple[Mapping[str, Any], ...] | None
+    log: str | os.PathLike[str],
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+    scanner: LogScanner | None = None,
 ) -> tuple[LogScanner, int, SessionHeader, Iterator[SessionEvent]]:
-    """Read the header (version first) and return a lazy stream of v4 events."""
-    scanner = LogScanner(log)
+    """Read the header (version first) and return a lazy stream of v4 events.
+
+    ``scanner`` (a new one on ``log`` when None) lets a caller read the findings it
+    collected even when this, or the stream, raises.
+    """
+    if scanner is None:
+        scanner = LogScanner(log)
     info = scanner.read_header()
     if info is None:
         raise NotASessionError(os.fspath(log), "the file is empty (0 bytes)")
@@ -185,17 +192,21 @@ def _collector_paused() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def corruption_first(log: str | os.PathLike[str]) -> Iterator[None]:
+def corruption_first(
+    log: str | os.PathLike[str], scanner: LogScanner | None = None
+) -> Iterator[None]:
     """Report committed corruption before a refusal (DESIGN §6.3 precedence).
 
     Rows flow lazily, so a migration edge may refuse an early event before the scanner
     reaches a later committed defect; a refused log is therefore scanned to its end once
-    more, and a :class:`CorruptLogError` found there wins.
+    more, and a :class:`CorruptLogError` found there wins. That rescan uses ``scanner``
+    when given (a new one on ``log`` otherwise), so its findings cover the whole scan.
     """
     try:
         yield
     except MigrationRefusedError:
-        LogScanner(log).exhaust()  # raises CorruptLogError on committed corruption
+        # raises CorruptLogError on committed corruption
+        (LogScanner(log) if scanner is None else scanner).exhaust()
         raise
 
 
@@ -334,12 +345,17 @@ def examine(
     that are not about the log's content (permission denied, a directory) are reported as
     ``not-a-session`` with an ``unreadable`` finding.
 
+    A file that cannot be restored (``unsupported-version``, ``corrupt``, ``refused``)
+    keeps the findings the scanner collected before the error (BOM, CRLF, header shape...,
+    in file order), followed by the finding of the error itself.
+
     The report's ``path`` is ``path`` as a string (``os.fspath``), not normalized.
     """
     log = os.fspath(path)
+    scanner = LogScanner(log)
     try:
-        scanner, version, header, events = _open_events(log, child_headers)
-        with corruption_first(log):
+        _, version, header, events = _open_events(log, child_headers, scanner)
+        with corruption_first(log, scanner):
             try:
                 checked = check_stream_session(header, events)
             except EventValidationError as error:
@@ -359,7 +375,7 @@ def examine(
             "unsupported-version",
             _int_or_none(error.version),
             None,
-            (Finding("unsupported-version", error.message, line=1, offset=0),),
+            (*scanner.findings, Finding("unsupported-version", error.message, line=1, offset=0)),
         )
     except CorruptLogError as error:
         return FileReport(
@@ -368,6 +384,7 @@ def examine(
             header_version(log),
             None,
             (
+                *scanner.findings,
                 Finding(
                     error.rule,
                     f"committed corruption: {error.detail}; the file is left as it is",
@@ -383,7 +400,12 @@ def examine(
             "refused",
             header_version(log),
             None,
-            (Finding(f"refused: {error.rule}", _refusal_text(error), error.line, None, error.seq),),
+            (
+                *scanner.findings,
+                Finding(
+                    f"refused: {error.rule}", _refusal_text(error), error.line, None, error.seq
+                ),
+            ),
         )
     except (EventValidationError, LosslessJsonError) as error:
         return FileReport(
@@ -391,7 +413,7 @@ def examine(
             "corrupt",
             header_version(log),
             None,
-            (Finding(getattr(error, "rule", "invalid"), str(error)),),
+            (*scanner.findings, Finding(getattr(error, "rule", "invalid"), str(error))),
         )
     except OSError as error:
         return FileReport(

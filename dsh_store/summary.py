@@ -18,10 +18,66 @@ from .jsonl import layout
 from .jsonl.rows import is_packed_row, packed_row_count
 from .jsonl.scan import LogScanner
 
-__all__ = ["iter_v4_lines", "list_store", "session_row", "summarize"]
+__all__ = [
+    "NotASessionDirectoryError",
+    "iter_v4_lines",
+    "list_store",
+    "one_log_file",
+    "session_row",
+    "summarize",
+]
 
 _TAIL_BYTES = 64 * 1024
 _MESSAGE_PREVIEW = 200
+
+
+class NotASessionDirectoryError(DshStoreError):
+    """A directory given where one log is read holds no log of its own session."""
+
+    def __init__(self, path: str, reason: str, instead: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: not a session directory: {reason}; {instead}")
+
+
+def one_log_file(path: str | os.PathLike[str]) -> str:
+    """The single log ``dsh-store inspect`` and ``cat`` read for ``path``.
+
+    A path that is not a directory is returned as given. In a session directory it is
+    the newest generation log (``session.v4.jsonl`` before ``session.v3.jsonl`` ...
+    before ``session.jsonl``), picked by the walker of ``dsh-store verify``
+    (:func:`dsh_store.verify.iter_log_files`), so both commands read the same file.
+
+    :raises NotASessionDirectoryError: ``path`` is a directory without a generation log
+        of its own (an empty or unrelated directory, a store root, a project directory, a
+        directory of loose ``.jsonl`` files); the message says what to pass instead.
+    """
+    text = os.fspath(path)
+    if not os.path.isdir(text):
+        return text
+    from .verify import clean_path, iter_log_files
+
+    top = clean_path(text)
+    loose: str | None = None
+    deeper: str | None = None
+    # The walk lists the directory's own logs first; at most one of them is a generation
+    # (the newest), so the first log found in a subdirectory ends the search.
+    for log in iter_log_files(text):
+        if os.path.dirname(log) != top:
+            deeper = log
+            break
+        if layout.generation_version(os.path.basename(log)) is not None:
+            return log
+        if loose is None:
+            loose = log
+    reason = "it holds no session.jsonl or session.vN.jsonl log of its own"
+    if loose is not None:
+        instead = f"pass one of its .jsonl files (such as {loose}) instead"
+    elif deeper is not None:
+        reason += f", only logs below it such as {deeper}"
+        instead = "pass one session directory or a .jsonl file instead"
+    else:
+        instead = "pass a session directory or a .jsonl file instead"
+    raise NotASessionDirectoryError(text, reason, instead)
 
 
 def summarize(

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -38,6 +38,19 @@ def existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def one_log(path: str) -> str:
+    """The log ``inspect`` and ``cat`` read for PATH (see :func:`dsh_store.summary.one_log_file`).
+
+    A directory that is not a session directory is a usage error: one line, exit 2.
+    """
+    from ..summary import NotASessionDirectoryError, one_log_file
+
+    try:
+        return one_log_file(path)
+    except NotASessionDirectoryError as error:
+        fail(str(error), EXIT_USAGE)
+
+
 PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(), callback=existing)
 """The PATH... argument of verify, migrate and repair: a tuple of ``str``, each existing."""
 JOBS = click.option(
@@ -50,7 +63,7 @@ JOBS = click.option(
 )
 
 
-def fail(message: str, code: int = EXIT_FINDINGS) -> None:
+def fail(message: str, code: int = EXIT_FINDINGS) -> NoReturn:
     """Print ``error: MESSAGE`` (whitespace collapsed to one line) on stderr and exit."""
     click.echo(f"error: {' '.join(message.split())}", err=True)
     sys.exit(code)

@@ -6,11 +6,11 @@ import sys
 
 import click
 
-from ._common import existing, guarded
+from ._common import existing, guarded, one_log
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False), callback=existing)
+@click.argument("path", type=click.Path(), callback=existing)
 @click.option(
     "--from-seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq."
 )
@@ -19,6 +19,8 @@ from ._common import existing, guarded
 def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
     """Print committed events as v4 JSONL on stdout (no header line).
 
+    PATH is a .jsonl file or a session directory (its newest generation is read).
+
     Older formats are upgraded in memory; a torn tail is never printed; committed
     corruption stops the output with an error (exit 1).
 
@@ -26,12 +28,13 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
     Examples:
       dsh-store cat session.jsonl --type user/message
       dsh-store cat session.v4.jsonl --from-seq 100 | jq .type
+      dsh-store cat ~/.dsh/sessions/_no-cwd/s1 --type turn/end
     """
     from ..summary import iter_v4_lines
 
     out = sys.stdout.buffer
     wanted = set(types)
-    for event_type, seq, line in iter_v4_lines(path):
+    for event_type, seq, line in iter_v4_lines(one_log(path)):
         if seq >= from_seq and (not wanted or event_type in wanted):
             out.write(line)
     out.flush()

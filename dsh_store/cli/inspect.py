@@ -7,17 +7,19 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, existing, guarded
+from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, existing, guarded, one_log
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False), callback=existing)
+@click.argument("path", type=click.Path(), callback=existing)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="List every event (seq, type, bytes).")
 @click.option("--messages", "show_messages", is_flag=True, help="Show the derived messages.")
 @guarded
 def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) -> None:
     """Summarize one log: header, format, classification, counts, open turn.
+
+    PATH is a .jsonl file or a session directory (its newest generation is read).
 
     Counts turns, steps and events by type with their bytes (as v4 lines; older logs
     are upgraded in memory). Never writes. Exit 1 when the log cannot be restored
@@ -28,10 +30,11 @@ def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) ->
       dsh-store inspect session.v4.jsonl
       dsh-store inspect session.jsonl --messages
       dsh-store inspect session.v4.jsonl --json --events
+      dsh-store inspect ~/.dsh/sessions/_no-cwd/s1
     """
     from ..summary import summarize
 
-    summary = summarize(path, events=show_events, messages=show_messages)
+    summary = summarize(one_log(path), events=show_events, messages=show_messages)
     if as_json:
         echo_json(summary)
     else:

@@ -39,6 +39,7 @@ __all__ = [
     "PACKED_ROW_TYPES",
     "Finding",
     "HeaderInfo",
+    "framing_findings",
     "is_packed_row",
     "packed_row_count",
     "packed_row_problem",
@@ -108,12 +109,11 @@ def read_header_line(line: bytes, *, path: str) -> HeaderInfo:
     :class:`UnsupportedVersionError` when its version cannot be read by this library;
     see the module docstring for the exact order of checks.
     """
-    findings: list[Finding] = []
+    findings = framing_findings(line)
     size = len(line)
     body = line
     if body.startswith(BOM):
         body = body[len(BOM) :]
-        findings.append(Finding("bom", "file starts with a UTF-8 byte order mark (skipped)", 1, 0))
     terminated = body.endswith(b"\n")
     if terminated:
         body = body[:-1]
@@ -121,7 +121,6 @@ def read_header_line(line: bytes, *, path: str) -> HeaderInfo:
         raise NotASessionError(path, "the header must be exactly one line")
     if body.endswith(b"\r"):
         body = body[:-1]
-        findings.append(Finding("crlf", "header line ends in CRLF (DSH writes LF only)", 1, 0))
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -143,6 +142,24 @@ def read_header_line(line: bytes, *, path: str) -> HeaderInfo:
         )
     findings.extend(_header_shape_findings(value, version))
     return HeaderInfo(version=version, value=value, raw=body, size=size, findings=findings)
+
+
+def framing_findings(line: bytes) -> list[Finding]:
+    """The ``bom`` and ``crlf`` findings of a log's first physical line, in that order.
+
+    :func:`read_header_line` reports them in :attr:`HeaderInfo.findings`; this lets a
+    reader report them also for a header it refuses (an unsupported version).
+    """
+    findings: list[Finding] = []
+    body = line
+    if body.startswith(BOM):
+        body = body[len(BOM) :]
+        findings.append(Finding("bom", "file starts with a UTF-8 byte order mark (skipped)", 1, 0))
+    if body.endswith(b"\n"):
+        body = body[:-1]
+    if body.endswith(b"\r") and b"\n" not in body:
+        findings.append(Finding("crlf", "header line ends in CRLF (DSH writes LF only)", 1, 0))
+    return findings
 
 
 def _check_version(header: dict[str, Any], path: str) -> int:

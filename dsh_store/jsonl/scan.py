@@ -25,11 +25,12 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from ..errors import CorruptLogError, DshStoreError
+from ..errors import CorruptLogError, DshStoreError, UnsupportedVersionError
 from .rows import (
     PACKED_ROW_TYPES,
     Finding,
     HeaderInfo,
+    framing_findings,
     packed_row_count,
     read_header_line,
     row_problem,
@@ -193,9 +194,18 @@ class LogScanner:
                 parts.append(block)
         finally:
             os.close(fd)
-        self._header = read_header_line(b"".join(parts), path=self.path)
+        self._header = self._read_header_line(b"".join(parts))
         self._findings.extend(self._header.findings)
         return self._header
+
+    def _read_header_line(self, line: bytes) -> HeaderInfo:
+        """:func:`read_header_line`; for an unsupported version, the line's BOM and CRLF
+        findings are kept in :attr:`findings` before the error propagates."""
+        try:
+            return read_header_line(line, path=self.path)
+        except UnsupportedVersionError:
+            self._findings.extend(framing_findings(line))
+            raise
 
     def exhaust(self) -> LogScanner:
         """Scan the whole file, discarding rows (for summaries only); returns self."""
@@ -254,12 +264,18 @@ class LogScanner:
         batches = self._batches(fd, tail)
         first_batch = next(batches, None)
         if first_batch is None:
-            header = read_header_line(tail[0], path=self.path)
+            header = self._read_header_line(tail[0])
         else:
-            header = read_header_line(first_batch[0][0] + b"\n", path=self.path)
+            header = self._read_header_line(first_batch[0][0] + b"\n")
             batches = chain([(first_batch[0][1:], first_batch[1])], batches)
         self._header = header
-        self._findings.extend(header.findings)
+        # CRLF is reported once for the whole file (docs/format.md §3): a header ending in
+        # CRLF is counted with the other lines, in one finding at the header's place.
+        crlf_slot: int | None = None
+        for finding in header.findings:
+            if finding.rule == "crlf":
+                crlf_slot = len(self._findings)
+            self._findings.append(finding)
         version = header.version
         loads = orjson.loads
         decode_error = orjson.JSONDecodeError
@@ -267,8 +283,8 @@ class LogScanner:
         offset = header.size
         line_no = 1
         expected = 0
-        crlf_count = 0
-        crlf_first: tuple[int, int] | None = None
+        crlf_count = 0 if crlf_slot is None else 1
+        crlf_first: tuple[int, int] | None = None if crlf_slot is None else (1, 0)
         defect: _Defect | None = None
         rest: list[bytes] = []
         for parts, has_cr in batches:
@@ -323,18 +339,21 @@ class LogScanner:
 
         self._committed_size = offset
         self._event_count = expected
+        # Before the look for a commit: committed corruption still leaves this finding.
+        if crlf_first is not None:
+            crlf = Finding(
+                "crlf",
+                f"{crlf_count} line(s) end in CRLF; DSH writes LF only (accepted)",
+                crlf_first[0],
+                crlf_first[1],
+            )
+            if crlf_slot is None:
+                self._findings.append(crlf)
+            else:
+                self._findings[crlf_slot] = crlf
         if defect is not None:
             later = chain(rest, chain.from_iterable(parts for parts, _ in batches))
             self._look_for_commit(later, defect, line_no)
-        if crlf_first is not None:
-            self._findings.append(
-                Finding(
-                    "crlf",
-                    f"{crlf_count} line(s) end in CRLF; DSH writes LF only (accepted)",
-                    crlf_first[0],
-                    crlf_first[1],
-                )
-            )
         fragment = tail[0] if first_batch is not None else b""
         if defect is None and fragment:
             defect = _Defect(

@@ -58,7 +58,8 @@ def test_nasty_inputs_get_one_line_and_no_traceback(
         (("cat", root / "loose" / "binary.jsonl"), 1, "the first line is not valid JSON"),
         (("verify", root / "no-logs-here"), 2, "no .jsonl session logs found"),
         (("repair", root / "no-logs-here"), 2, "no .jsonl session logs found"),
-        (("cat", root / "loose"), 2, "is a directory"),
+        (("cat", root / "loose"), 2, "not a session directory"),
+        (("inspect", root), 2, "not a session directory"),
         (("list", root / "loose" / "empty.jsonl"), 1, "store root is not a directory"),
     ]
     for args, code, text in cases:

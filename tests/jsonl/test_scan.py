@@ -344,10 +344,37 @@ def test_crlf_lines_are_accepted_and_reported_once(tmp_path: Path) -> None:
     assert [r.value for r in rows] == v4_events()
     assert all(not r.raw.endswith(b"\r") for r in rows)
     assert scanner.committed_size == len(data) and scanner.torn is None
-    header_crlf, body_crlf = scanner.findings
-    assert header_crlf.rule == body_crlf.rule == "crlf"
-    assert body_crlf.message == "13 line(s) end in CRLF; DSH writes LF only (accepted)"
-    assert (body_crlf.line, body_crlf.offset) == (2, rows[0].offset)
+    (crlf,) = scanner.findings  # the header line is counted with the others, once
+    assert crlf.rule == "crlf"
+    assert crlf.message == "14 line(s) end in CRLF; DSH writes LF only (accepted)"
+    assert (crlf.line, crlf.offset) == (1, 0)
+
+
+def test_crlf_only_after_the_header_is_reported_at_its_first_line(tmp_path: Path) -> None:
+    header_line, body = v4_log().split(b"\n", 1)
+    data = header_line + b"\n" + body.replace(b"\n", b"\r\n")
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data), chunk_size=5)
+    (crlf,) = scanner.findings
+    assert crlf.message == "13 line(s) end in CRLF; DSH writes LF only (accepted)"
+    assert (crlf.line, crlf.offset) == (2, rows[0].offset)
+
+
+def test_a_crlf_header_alone_is_one_finding(tmp_path: Path) -> None:
+    header_line, body = v4_log().split(b"\n", 1)
+    scanner, _ = scan(write(tmp_path / "s.jsonl", header_line + b"\r\n" + body))
+    assert [(f.rule, f.message, f.line, f.offset) for f in scanner.findings] == [
+        ("crlf", "1 line(s) end in CRLF; DSH writes LF only (accepted)", 1, 0)
+    ]
+    header_only = LogScanner(tmp_path / "s.jsonl")
+    info = header_only.read_header()
+    assert info is not None and [f.rule for f in header_only.findings] == ["crlf"]
+
+
+def test_bom_and_crlf_header_then_crlf_lines_keep_file_order(tmp_path: Path) -> None:
+    data = b"\xef\xbb\xbf" + v4_log().replace(b"\n", b"\r\n")
+    scanner, _ = scan(write(tmp_path / "s.jsonl", data), chunk_size=7)
+    assert [(f.rule, f.line) for f in scanner.findings] == [("bom", 1), ("crlf", 1)]
+    assert scanner.findings[1].message.startswith("14 line(s) end in CRLF")
 
 
 def test_bom_is_skipped_and_reported(tmp_path: Path) -> None:
