@@ -2,14 +2,16 @@
 
 Each function walks its PATH arguments like :mod:`dsh_store.verify` does, handles every
 file independently (one refusal never stops the others) and returns one plain result per
-file. A *store file* is a generation file in a session directory (``session.jsonl`` or
-``session.vN.jsonl``); any other ``.jsonl`` is a *loose file*. ``repair --salvage``
-takes exactly one file (:func:`salvage_path`).
+file. A *store file* is a generation file (``session.jsonl`` or ``session.vN.jsonl``)
+that really lies in a store's session directory (:func:`store_root` gives the rule); any
+other ``.jsonl`` is a *loose file*. ``repair --salvage`` takes exactly one file
+(:func:`salvage_path`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +19,8 @@ from typing import Any
 
 from .errors import DshStoreError
 from .jsonl import layout
-from .jsonl.scan import header_version
+from .jsonl.rows import HeaderInfo
+from .jsonl.scan import LogScanner, header_version
 from .migrate import MigrationResult
 from .verify import Progress, collect_log_files, map_files
 
@@ -29,6 +32,7 @@ __all__ = [
     "repair_json",
     "repair_paths",
     "salvage_path",
+    "store_root",
 ]
 
 
@@ -36,19 +40,85 @@ class MigrationOptionsError(ValueError):
     """The migration options do not fit the files given (a usage error, nothing written)."""
 
 
-def is_store_file(path: Path) -> bool:
-    """True for a generation file name (``session.jsonl``, ``session.vN.jsonl``)."""
-    return layout.generation_version(path.name) is not None
+def is_store_file(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a store file (see :func:`store_root`), False for a loose file."""
+    return _store_location(Path(path)) is not None
+
+
+def store_root(path: str | os.PathLike[str]) -> Path | None:
+    """The root of the store that ``path`` belongs to, or None when it is a loose file.
+
+    A store file is a generation file (``session.jsonl`` / ``session.vN.jsonl``) whose
+    directory really is a session directory, ``<root>/<project dir>/<session dir>/``:
+
+    - the project directory is named as :mod:`dsh_store.jsonl.layout` names one
+      (``_no-cwd``, or ``--<slug>--`` as :func:`~dsh_store.jsonl.layout.project_key`
+      spells it);
+    - the session directory is named :func:`~dsh_store.jsonl.layout.encode_session_id`
+      of the id in the file's header (for an unhashed name: the name decodes to that id).
+
+    Anything else is loose: another name, a path too shallow for the layout, a directory
+    named after another session, a header without a readable id. The directory is taken
+    with symlinks resolved (where ``session.v4.jsonl`` would be published); only the header
+    line is read.
+    """
+    location = _store_location(Path(path))
+    return None if location is None else location[0]
+
+
+# A project directory is "_no-cwd" or "--<slug>--" (layout.project_key): the slug is made
+# of safe characters and ~XXXX escapes, does not start with "-", and is cut at 251
+# characters, which can cut its last escape short.
+_SLUG = re.compile(r"(?:[A-Za-z0-9._-]|~[0-9A-F]{4})*(~[0-9A-F]{0,3})?")
+_SLUG_MAX = layout.NAME_MAX - 4
+
+
+def _is_project_dir(name: str) -> bool:
+    if name == layout.NO_CWD_DIR:
+        return True
+    if len(name) < 5 or not (name.startswith("--") and name.endswith("--")):
+        return False
+    slug = name[2:-2]
+    if len(slug) > _SLUG_MAX or slug.startswith("-"):
+        return False
+    match = _SLUG.fullmatch(slug)
+    return match is not None and (match.group(1) is None or len(slug) == _SLUG_MAX)
+
+
+def _store_location(path: Path) -> tuple[Path, HeaderInfo] | None:
+    """(store root, header) of a store file; None for a loose file (see :func:`store_root`)."""
+    if layout.generation_version(path.name) is None:
+        return None
+    try:
+        session_dir = path.absolute().parent.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
+    project = session_dir.parent
+    if session_dir == project or project == project.parent:  # too shallow: no root above
+        return None
+    if not _is_project_dir(project.name):
+        return None
+    try:
+        info = LogScanner(path).read_header()
+    except (DshStoreError, OSError):
+        return None
+    session_id = None if info is None else info.value.get("id")
+    if info is None or not isinstance(session_id, str) or not session_id:
+        return None
+    if layout.encode_session_id(session_id) != session_dir.name:
+        return None
+    return project.parent, info
 
 
 class MigrationRequest:
     """How to migrate one file: where it goes and whether anything may be written.
 
     ``child_headers`` are the header rows of the sessions in the same store naming this
-    one as parent (None for a loose file: unknown).
+    one as parent (None for a loose file: unknown). ``loose`` says whether ``source`` is
+    a loose file (None: decided by :func:`is_store_file` when the request runs).
     """
 
-    __slots__ = ("child_headers", "dry_run", "in_place", "output", "source")
+    __slots__ = ("child_headers", "dry_run", "in_place", "loose", "output", "source")
 
     def __init__(
         self,
@@ -57,17 +127,26 @@ class MigrationRequest:
         in_place: bool,
         dry_run: bool,
         child_headers: tuple[Mapping[str, Any], ...] | None = None,
+        loose: bool | None = None,
     ) -> None:
         self.source = source
         self.output = output
         self.in_place = in_place
         self.dry_run = dry_run
         self.child_headers = child_headers
+        self.loose = loose
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             MigrationRequest,
-            (self.source, self.output, self.in_place, self.dry_run, self.child_headers),
+            (
+                self.source,
+                self.output,
+                self.in_place,
+                self.dry_run,
+                self.child_headers,
+                self.loose,
+            ),
         )
 
 
@@ -82,8 +161,9 @@ def migrate_paths(
 ) -> list[MigrationResult]:
     """Migrate every log under ``paths`` to format 4; refusals are results, not errors.
 
-    Store files publish ``session.v4.jsonl`` beside the untouched source (``in_place`` is
-    for loose files only). An older loose file needs ``output`` (exactly one source) or
+    Store files (:func:`store_root`) publish ``session.v4.jsonl`` beside the untouched
+    source, with the child-session evidence of their own store (``in_place`` is for loose
+    files only). An older loose file needs ``output`` (exactly one source) or
     ``in_place`` unless ``dry_run``. ``dry_run`` runs the chain in memory, writes nothing
     and reports ``would-migrate``.
 
@@ -100,7 +180,8 @@ def migrate_paths(
     requests: list[MigrationRequest] = []
     children = _ChildEvidence()
     for file in files:
-        loose = output is not None or not is_store_file(file)
+        location = None if output is not None else _store_location(file)
+        loose = location is None
         if loose and output is None and not in_place and not dry_run and _needs_upgrade(file):
             raise MigrationOptionsError(f"{file} is a loose file: pass --output OUT or --in-place")
         requests.append(
@@ -109,33 +190,31 @@ def migrate_paths(
                 None if output is None else Path(output),
                 in_place and loose,
                 dry_run,
-                None if loose else children.of(file),
+                None if location is None else children.of(*location),
+                loose=loose,
             )
         )
     return map_files(migrate_one, requests, jobs=jobs, progress=progress)
 
 
 class _ChildEvidence:
-    """Child-session headers of store files, one index per store root (headers only)."""
+    """Child-session headers of store files, one index per store root (headers only).
+
+    Only roots established by :func:`_store_location` are walked, never a guess.
+    """
 
     def __init__(self) -> None:
         self._indexes: dict[Path, dict[str, tuple[Mapping[str, Any], ...]]] = {}
 
-    def of(self, file: Path) -> tuple[Mapping[str, Any], ...] | None:
-        from .jsonl.scan import LogScanner
+    def of(self, root: Path, info: HeaderInfo) -> tuple[Mapping[str, Any], ...] | None:
         from .store import JsonlStore
 
-        if layout.generation_version(file.name) == layout.CURRENT_VERSION:
-            return None  # a current log is not upgraded
-        root = file.resolve().parents[2]  # <root>/<project>/<session>/<generation file>
+        if info.version == layout.CURRENT_VERSION:
+            return None  # a current log is not upgraded: no store walk for it
+        store = JsonlStore(root)
         if root not in self._indexes:
-            self._indexes[root] = JsonlStore(root).children_index()
-        try:
-            info = LogScanner(file).read_header()
-        except (DshStoreError, OSError):
-            return None
-        session_id = None if info is None else info.value.get("id")
-        return self._indexes[root].get(session_id, ()) if isinstance(session_id, str) else None
+            self._indexes[root] = store.children_index()
+        return store.migration_children(info, self._indexes[root])
 
 
 def _needs_upgrade(file: Path) -> bool:
@@ -149,12 +228,8 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
     from .migrate import migrate_file
 
     source = request.source
-    loose_dry_run = (
-        request.dry_run
-        and request.output is None
-        and not request.in_place
-        and not is_store_file(source)
-    )
+    loose = request.loose if request.loose is not None else not is_store_file(source)
+    loose_dry_run = request.dry_run and request.output is None and not request.in_place and loose
     try:
         result = migrate_file(
             source,
@@ -189,11 +264,20 @@ def repair_paths(
     publish temps deleted; in a dry run, those it would delete), ``keptTemps`` (temps
     too recent to delete) and ``reason``. Deleting stale temps alone makes a file
     ``repaired`` (``would-repair``); a file with only recent temps is ``clean``.
+
+    Then one dict per orphan publish temp found on the way (a temp that belongs to no log:
+    :func:`dsh_store.verify.orphan_temps_in`), after the logs: its ``path`` is the temp,
+    ``classification`` is null, and it is listed in ``deletedTemps`` (``repaired``, or
+    ``would-repair`` in a dry run) or ``keptTemps`` (``clean``: too recent, or its session
+    is open for writing) by :func:`dsh_store.repair.delete_orphan_temps`.
     """
+    from .repair import delete_orphan_temps
     from .store import repair_file
+    from .verify import LeftoverTemp
 
     results: list[dict[str, Any]] = []
-    for file in map(Path, collect_log_files(paths)):
+    orphans: list[LeftoverTemp] = []
+    for file in map(Path, collect_log_files(paths, orphans=orphans)):
         try:
             plan = repair_file(file, dry_run=dry_run)
         except (DshStoreError, OSError) as error:
@@ -213,6 +297,12 @@ def repair_paths(
                 kept_temps=list(plan.fresh_temps),
             )
         )
+    for temp, action in delete_orphan_temps(orphans, dry_run=dry_run):
+        if action == "kept":
+            results.append(repair_json(temp, "clean", kept_temps=[temp]))
+        else:
+            status = "repaired" if action == "deleted" else "would-repair"
+            results.append(repair_json(temp, status, deleted_temps=[temp]))
     return results
 
 

@@ -43,7 +43,7 @@ from .errors import (
 from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.failpoints import failpoint
-from .jsonl.files import fsync_dir
+from .jsonl.files import _write_all, fsync_dir
 from .jsonl.scan import LogScanner
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
@@ -315,14 +315,15 @@ def _write_temp(
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, layout.FILE_MODE)
     count = 0
     try:
+        os.fchmod(fd, layout.FILE_MODE)  # the umask must not narrow (or widen) 0600
         buffer = bytearray(header.encode())
         for event in events:
             buffer += event.line
             count += 1
             if len(buffer) >= _WRITE_CHUNK:
-                _write_all(fd, buffer)
+                _write_buffer(fd, buffer)
                 buffer.clear()
-        _write_all(fd, buffer)
+        _write_buffer(fd, buffer)
         failpoint("migrate.before-fsync")
         os.fsync(fd)
     except BaseException:
@@ -334,11 +335,10 @@ def _write_temp(
     return temp, count
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _write_buffer(fd: int, buffer: bytearray) -> None:
+    """Write all of ``buffer`` in place (no copy): the store's write loop, with its
+    short-write handling and no-progress guard."""
+    _write_all(fd, buffer)
 
 
 def verify_published(path: str | os.PathLike[str]) -> int:
@@ -498,16 +498,29 @@ def _publish(temp: Path, target: Path) -> bool:
         _discard(temp)
 
 
-def publish_upgrade(inspection: Inspection) -> Inspection:
+def publish_upgrade(
+    inspection: Inspection,
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None = None,
+) -> Inspection:
     """Publish the v4 upgrade of a store session's older log as ``session.v4.jsonl`` beside it.
 
     The source generation stays untouched (it is the backup). Returns the inspection of
     the published v4 log. Used when an older session is opened for writing.
+
+    :param child_headers: header rows of the sessions naming this one as parent, as
+        :func:`migrate_file` and :func:`migrate_store` take them (completes the v4 subagent
+        catalog); pass the evidence the ``inspection`` was read with, so the published log
+        is the one it showed. ``None`` when unknown.
     """
     source = inspection.path
     target = source.parent / layout.generation_name(SESSION_FORMAT_VERSION)
-    if not target.exists():
-        temp, _, _, _ = _migrate_to_temp(source, target, None)
+    if target.exists():
+        # Published earlier, perhaps by a run killed before its directory fsync: make the
+        # name durable before reporting it.
+        fsync_dir(target.parent)
+    else:
+        temp, _, _, _ = _migrate_to_temp(source, target, child_headers)
         _publish(temp, target)
     return read_log(target)
 
@@ -544,6 +557,10 @@ def migrate_file(
     if info is None:
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     if info.version == SESSION_FORMAT_VERSION:
+        if in_place and not dry_run:
+            # Perhaps replaced by a run killed before its directory fsync: make the
+            # replacement (and the backup's name) durable before reporting it.
+            fsync_dir(source.parent)
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
     if dry_run:
         return _dry_run(source, output, in_place, child_headers)

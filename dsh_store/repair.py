@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .errors import NeedsMigrationError
+from .errors import NeedsMigrationError, SessionLockedError
 from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.files import LogWriter, fsync_dir
 from .jsonl.lock import SessionLock
 from .jsonl.repair import commit_truncation, sidecar_path
-from .model import SESSION_FORMAT_VERSION
+from .model import SESSION_FORMAT_VERSION, SessionEvent, interrupted_closers
 from .restore import read_log
 from .verify import TEMP_GRACE_S, LeftoverTemp, leftover_temps
 
-__all__ = ["TEMP_GRACE_S", "RepairPlan", "commit_repair", "repair_file"]
+__all__ = ["TEMP_GRACE_S", "RepairPlan", "commit_repair", "delete_orphan_temps", "repair_file"]
+
+# The event types a closer batch is made of (dsh_store.model.interrupted_closers).
+_CLOSER_TYPES = frozenset({"tool/result", "step/end", "turn/end"})
 
 
 def commit_repair(inspection: Inspection) -> Inspection:
@@ -41,8 +45,7 @@ def commit_repair(inspection: Inspection) -> Inspection:
     if inspection.source_version != SESSION_FORMAT_VERSION:
         raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
     if inspection.torn is not None:
-        # A tail that is a byte prefix of the closers is an earlier repair's unfinished
-        # write: completing it removes no byte, so nothing needs a sidecar.
+        # An earlier repair's unfinished closer write is completed, not cut to a sidecar.
         if _finish_interrupted_closers(inspection):
             return read_log(inspection.path)
         commit_truncation(
@@ -64,11 +67,14 @@ def commit_repair(inspection: Inspection) -> Inspection:
 def _interrupted_closers_written(inspection: Inspection) -> int | None:
     """How many bytes of its closer batch an earlier, interrupted repair wrote; else None.
 
-    The closers depend only on the committed prefix, so a torn tail that is a byte prefix
-    of them is that repair's unfinished write (when it wrote whole closer lines too, they
-    are now part of the prefix, and the rest of the batch is what remains to close).
-    Appending the missing rest gives exactly the bytes an uninterrupted repair writes, and
-    keeps every byte already in the file, whoever wrote it: no sidecar is needed.
+    The closers depend only on the committed prefix, so the repair's unfinished write is
+    a torn tail that is a byte prefix of them. A byte prefix alone proves nothing (``{``
+    starts every line), so there must also be evidence that a repair was writing here:
+    either its sidecar at this offset (it cut a tail here, then began the closers) or
+    whole lines of its batch already committed (the prefix ends with the first lines of
+    the closers computed without them). Completing the batch then gives exactly the bytes
+    an uninterrupted repair writes and removes no byte, so no sidecar of our own bytes is
+    made. Without evidence the tail is cut to a sidecar like any other.
     """
     torn = inspection.torn
     if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
@@ -79,7 +85,21 @@ def _interrupted_closers_written(inspection: Inspection) -> int | None:
         tail = log.read(torn.length + 1)
     if len(tail) != torn.length or not closer_bytes.startswith(tail):
         return None
-    return len(tail)
+    evidence = sidecar_path(inspection.path, torn.offset).exists() or _ends_with_closer_lines(
+        inspection.events
+    )
+    return len(tail) if evidence else None
+
+
+def _ends_with_closer_lines(events: Sequence[SessionEvent]) -> bool:
+    """Whether the log ends with the first lines of the closer batch of an earlier prefix."""
+    for count in range(1, len(events)):
+        if events[-count].type not in _CLOSER_TYPES:
+            return False
+        head = interrupted_closers(events[:-count])[:count]
+        if [event.line for event in head] == [event.line for event in events[-count:]]:
+            return True
+    return False
 
 
 def _finish_interrupted_closers(inspection: Inspection) -> bool:
@@ -205,6 +225,71 @@ def repair_file(
         if lock is not None:
             lock.release()
     return replace(plan, applied=True, stale_temps=deleted, fresh_temps=plan.fresh_temps + kept)
+
+
+def delete_orphan_temps(
+    orphans: Sequence[LeftoverTemp],
+    *,
+    dry_run: bool = False,
+    temp_grace_s: float = TEMP_GRACE_S,
+) -> list[tuple[Path, str]]:
+    """Delete the stale orphan publish temps (those that belong to no log); never a log.
+
+    An orphan (:func:`dsh_store.verify.orphan_temps_in`) is what a first publish killed
+    before its link leaves; nothing in it was acknowledged. One in a session directory (a
+    generation temp) is deleted under that session's lock, after checking again that no
+    log has appeared to own it; a writer holding the lock keeps its directory's temps. The
+    age rule is that of :func:`repair_file` (``temp_grace_s``), checked again just before
+    the unlink; each directory is fsynced after its deletions.
+
+    Returns ``(path, action)`` per orphan still present: ``deleted``, ``would-delete``
+    (``dry_run``) or ``kept`` (too recent, owned meanwhile, or its session is open).
+    """
+    results: list[tuple[Path, str]] = []
+    groups: dict[str, list[LeftoverTemp]] = {}
+    for temp in orphans:
+        groups.setdefault(os.path.dirname(temp.path) or os.curdir, []).append(temp)
+    for directory, temps in groups.items():
+        stale, fresh = _split_by_age(tuple(temps), temp_grace_s)
+        results.extend((Path(temp.path), "kept") for temp in fresh)
+        if dry_run:
+            results.extend((Path(temp.path), "would-delete") for temp in stale)
+            continue
+        if not stale:
+            continue
+        in_session = any(
+            layout.generation_version(layout.temp_final_name(os.path.basename(temp.path)) or "")
+            is not None
+            for temp in stale
+        )
+        lock = SessionLock(directory, _session_id_of(directory)) if in_session else None
+        try:
+            if lock is not None:
+                lock.acquire()
+        except SessionLockedError:
+            results.extend((Path(temp.path), "kept") for temp in stale)
+            continue
+        try:
+            with os.scandir(directory) as listing:
+                present = {entry.name for entry in listing}
+            still = [
+                temp
+                for temp in stale
+                if layout.temp_owner(os.path.basename(temp.path), present) is None
+            ]
+            results.extend((Path(t.path), "kept") for t in stale if t not in still)
+            deleted, kept = _delete_stale(still, temp_grace_s)
+        finally:
+            if lock is not None:
+                lock.release()
+        results.extend((path, "deleted") for path in deleted)
+        results.extend((path, "kept") for path in kept)
+    return results
+
+
+def _session_id_of(directory: str) -> str:
+    name = os.path.basename(os.path.normpath(directory))
+    return layout.decode_session_id(name) or name
 
 
 def _split_by_age(

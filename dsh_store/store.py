@@ -419,7 +419,11 @@ class JsonlStore:
         if inspection.source_version != SESSION_FORMAT_VERSION:
             from .migrate import publish_upgrade
 
-            return publish_upgrade(inspection)
+            # The same child-session evidence inspect() upgraded with, so the published
+            # log is the one inspect showed.
+            return publish_upgrade(
+                inspection, child_headers=self.migration_children(LogScanner(log).read_header())
+            )
         return commit_repair(inspection)
 
     def append(self, session_id: str, events: Sequence[SessionEvent]) -> None:

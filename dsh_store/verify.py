@@ -15,7 +15,10 @@ reports one classification per file plus every finding. Walking rules:
 
 A publish temp left beside a reported log by an interrupted publish (see
 :func:`dsh_store.jsonl.layout.temp_owner` for which log it belongs to) is reported as a
-``leftover-temp`` finding of that log; it never changes the classification.
+``leftover-temp`` finding of that log; it never changes the classification. A publish
+temp that belongs to no log (a new session, fork, salvage or ``--output`` migration
+killed before its first link) is an *orphan*: :func:`verify_tree` reports those found in
+the walked directories beside the reports.
 
 Paths are plain strings throughout (``os.path`` and ``os.scandir``, no :mod:`pathlib`,
 which would cost ``dsh-store verify`` several milliseconds of start-up): a path given is
@@ -41,6 +44,7 @@ __all__ = [
     "LeftoverTemp",
     "NoLogsError",
     "Progress",
+    "VerifyResult",
     "by_directory",
     "clean_path",
     "collect_log_files",
@@ -50,10 +54,13 @@ __all__ = [
     "leftover_temp_finding",
     "leftover_temps",
     "map_files",
+    "orphan_temp_finding",
+    "orphan_temps_in",
     "summary_counts",
     "verify_json",
     "verify_path",
     "verify_paths",
+    "verify_tree",
 ]
 
 T = TypeVar("T")
@@ -74,12 +81,16 @@ class NoLogsError(DshStoreError):
         )
 
 
-def iter_log_files(path: str | os.PathLike[str]) -> Iterator[str]:
+def iter_log_files(
+    path: str | os.PathLike[str], *, orphans: list[LeftoverTemp] | None = None
+) -> Iterator[str]:
     """Every log file under ``path`` (see the module docstring for the rules), sorted.
 
     Paths are spelled as :class:`pathlib.PurePath` spells them (no ``.`` parts, no
     repeated or trailing separator): a ``path`` that is not a directory is yielded alone,
-    files under a directory as ``os.path.join(directory, name)``.
+    files under a directory as ``os.path.join(directory, name)``. With ``orphans``, the
+    orphan publish temps of each walked directory are appended to it on the way
+    (:func:`orphan_temps_in`), so one walk finds both.
     """
     start = clean_path(path)
     if not os.path.isdir(start):
@@ -88,6 +99,8 @@ def iter_log_files(path: str | os.PathLike[str]) -> Iterator[str]:
     root = os.path.realpath(start)
     for directory, subdirs, files in os.walk(start, followlinks=False):
         subdirs.sort()
+        if orphans is not None:
+            orphans.extend(orphan_temps_in(directory, files))
         logs = sorted(name for name in files if name.endswith(".jsonl"))
         generations = [name for name in logs if layout.generation_version(name) is not None]
         newest = max(generations, key=lambda n: layout.generation_version(n) or 0, default=None)
@@ -121,17 +134,30 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def collect_log_files(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+def collect_log_files(
+    paths: Sequence[str | os.PathLike[str]], *, orphans: list[LeftoverTemp] | None = None
+) -> list[str]:
     """All log files under ``paths`` in argument order, each once (spelled as
     :func:`iter_log_files` spells them, so ``x`` and ``./x`` count once).
 
-    :raises NoLogsError: one of ``paths`` is a directory holding no log.
+    With ``orphans``, the orphan publish temps under ``paths`` are appended to it (each
+    once), and a directory holding orphans but no log is accepted.
+
+    :raises NoLogsError: one of ``paths`` is a directory holding no log (nor, when
+        ``orphans`` is given, an orphan temp).
     """
     seen: set[str] = set()
     files: list[str] = []
+    orphan_paths = {temp.path for temp in orphans} if orphans is not None else set()
     for path in paths:
-        found = list(iter_log_files(path))
-        if not found:
+        found_orphans: list[LeftoverTemp] | None = [] if orphans is not None else None
+        found = list(iter_log_files(path, orphans=found_orphans))
+        if found_orphans and orphans is not None:
+            for temp in found_orphans:
+                if temp.path not in orphan_paths:
+                    orphan_paths.add(temp.path)
+                    orphans.append(temp)
+        if not found and not found_orphans:
             raise NoLogsError(os.fspath(path))
         for file in found:
             if file not in seen:
@@ -260,6 +286,27 @@ def leftover_temps(logs: Iterable[str]) -> dict[str, tuple[LeftoverTemp, ...]]:
     return found
 
 
+def orphan_temps_in(directory: str, names: Iterable[str]) -> list[LeftoverTemp]:
+    """The publish temps among ``names`` (the files of ``directory``) that belong to no log.
+
+    Such a temp is what a publish killed before its link leaves when the log it was
+    creating does not exist: a new session's first write, a fork, a salvage or a
+    migration to ``--output``. Nothing in it was ever acknowledged. Only regular files
+    count; one that vanishes meanwhile is skipped. Sorted by name.
+    """
+    present = set(names)
+    orphans: list[LeftoverTemp] = []
+    for name in sorted(present):
+        if layout.temp_final_name(name) is None or layout.temp_owner(name, present) is not None:
+            continue
+        where = os.path.join(directory, name)
+        with contextlib.suppress(OSError):  # vanished meanwhile: nothing left over
+            info = os.lstat(where)
+            if stat.S_ISREG(info.st_mode):
+                orphans.append(LeftoverTemp(where, info.st_size, info.st_mtime))
+    return orphans
+
+
 def _same_file(info: os.stat_result, log: os.DirEntry[str]) -> bool:
     try:
         return os.path.samestat(info, log.stat(follow_symlinks=False))
@@ -303,6 +350,54 @@ def leftover_temp_finding(
     return Finding("leftover-temp", message)
 
 
+def orphan_temp_finding(
+    temp: LeftoverTemp, *, now: float | None = None, grace_s: float = TEMP_GRACE_S
+) -> Finding:
+    """The ``leftover-temp`` finding for an orphan publish temp (one that belongs to no log)."""
+    age = (time.time() if now is None else now) - temp.mtime
+    name = os.path.basename(temp.path)
+    final = layout.temp_final_name(name) or name
+    if age >= grace_s:
+        tail = "dsh-store repair deletes it"
+    else:
+        tail = (
+            "perhaps still being written; dsh-store repair deletes it once it is "
+            f"{_age(grace_s)} old"
+        )
+    message = (
+        f"{name}: {temp.size} bytes left {_age(age)} ago by a publish of {final} killed before "
+        f"its link; {final} was never created and nothing in the temp was acknowledged; {tail}"
+    )
+    return Finding("leftover-temp", message)
+
+
+class VerifyResult(NamedTuple):
+    """What :func:`verify_tree` found: one report per log, and the orphan publish temps."""
+
+    reports: list[FileReport]
+    orphans: list[LeftoverTemp]
+
+
+def verify_tree(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    jobs: int = 1,
+    progress: Progress[FileReport] | None = None,
+) -> VerifyResult:
+    """Examine every log file under ``paths`` and find the orphan temps; never writes.
+
+    ``reports`` are those of :func:`verify_paths`. ``orphans`` are the publish temps in the
+    walked directories that belong to no log (:func:`orphan_temps_in`), in walk order; a
+    directory holding only such temps is not a usage error.
+
+    :raises NoLogsError: one of ``paths`` is a directory holding neither a log nor an
+        orphan temp.
+    """
+    orphans: list[LeftoverTemp] = []
+    files = collect_log_files(paths, orphans=orphans)
+    return VerifyResult(_with_temps(files, jobs=jobs, progress=progress), orphans)
+
+
 def verify_paths(
     paths: Sequence[str | os.PathLike[str]],
     *,
@@ -317,7 +412,12 @@ def verify_paths(
 
     :raises NoLogsError: one of ``paths`` is a directory holding no log.
     """
-    files = collect_log_files(paths)
+    return _with_temps(collect_log_files(paths), jobs=jobs, progress=progress)
+
+
+def _with_temps(
+    files: list[str], *, jobs: int, progress: Progress[FileReport] | None
+) -> list[FileReport]:
     reports = map_files(examine_file, files, jobs=jobs, progress=progress)
     temps = leftover_temps(files)
     if not temps:
@@ -380,9 +480,21 @@ def summary_counts(reports: Iterable[FileReport]) -> dict[str, int]:
     return {kind: count for kind, count in counts.items() if count}
 
 
-def verify_json(reports: Sequence[FileReport]) -> dict[str, object]:
+def verify_json(
+    reports: Sequence[FileReport], orphans: Sequence[LeftoverTemp] = ()
+) -> dict[str, object]:
     """The ``dsh-store verify --json`` document (docs/schemas/verify.schema.json)."""
+    now = time.time()
     return {
         "files": [report.to_json() for report in reports],
+        "orphanTemps": [
+            {
+                "path": temp.path,
+                "bytes": temp.size,
+                "ageSeconds": max(0, int(now - temp.mtime)),
+                "message": orphan_temp_finding(temp, now=now).message,
+            }
+            for temp in orphans
+        ],
         "summary": summary_counts(reports),
     }

@@ -37,8 +37,9 @@ def repair(
     truncated to its last committed line; then the closers are appended as one batch.
     Committed corruption and older formats are refused (migrate those), never
     "repaired". Publish temps (<log>.<12 hex>.tmp) left by an interrupted publish are
-    deleted once they are 10 minutes old; younger ones are kept and listed. Exit 0 when
-    every file is clean or repaired, 1 when one was refused.
+    deleted once they are 10 minutes old, including orphans whose log was never created;
+    younger ones are kept and listed. Exit 0 when every file is clean or repaired, 1 when
+    one was refused.
 
     With --salvage --output OUT, a log with committed corruption is not repaired but
     salvaged: its events up to the first bad one, plus closers, are published as the
@@ -96,6 +97,17 @@ def _repair_text(result: dict[str, Any]) -> str:
     status = result["status"]
     if status == "refused":
         return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
+    if result["classification"] is None:  # an orphan publish temp: no log of its own
+        verb = {"repaired": "deleted", "would-repair": "would delete"}.get(status)
+        if verb is None:
+            return (
+                f"{result['path']}: kept recent orphan temp (a first publish may still be "
+                "writing it; deleted once 10 minutes old)"
+            )
+        return (
+            f"{result['path']}: {style(verb, fg='green')} orphan temp (a first publish "
+            "killed before its link; nothing in it was acknowledged)"
+        )
     if status == "clean":
         lines = [f"{result['path']}: {result['classification']}, nothing to repair"]
     else:

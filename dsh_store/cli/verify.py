@@ -27,6 +27,7 @@ from ._common import (
 
 if TYPE_CHECKING:
     from ..restore import FileReport
+    from ..verify import LeftoverTemp
 
 
 @click.command()
@@ -65,8 +66,9 @@ def verify(
     file passes, 1 when one fails, 2 on a usage error (including a PATH without logs).
     needs-migration fails only with --require-current; torn-tail and open-turn fail
     unless --allow-repairable. A publish temp an interrupted publish left beside a log
-    is a leftover-temp finding of that log: it fails only with --strict, and
-    dsh-store repair deletes it.
+    is a leftover-temp finding of that log; one whose log was never created (a first
+    write killed before its link) is listed on its own. Both fail only with --strict,
+    and dsh-store repair deletes them.
 
     \b
     Examples:
@@ -75,10 +77,10 @@ def verify(
       dsh-store verify session.v4.jsonl --json
       dsh-store verify big-store/ --jobs 4 --allow-repairable
     """
-    from ..verify import NoLogsError, counts_as_failure, verify_json, verify_paths
+    from ..verify import NoLogsError, counts_as_failure, verify_json, verify_tree
 
     try:
-        reports = verify_paths(paths, jobs=jobs, progress=progress("verifying"))
+        reports, orphans = verify_tree(paths, jobs=jobs, progress=progress("verifying"))
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)
     failures = {
@@ -91,19 +93,41 @@ def verify(
             allow_repairable=allow_repairable,
         )
     }
+    if strict:
+        failures.update(temp.path for temp in orphans)
     fmt = "json" if as_json else output_format
     if fmt == "json":
-        echo_json(verify_json(reports))
+        echo_json(verify_json(reports, orphans))
     elif fmt == "github":
         for report in reports:
             for line in github_annotations(report, failed=report.path in failures):
                 click.echo(line)
-        click.echo(_verify_summary(reports, len(failures)))
+        for temp in orphans:
+            click.echo(_orphan_annotation(temp, failed=strict))
+        click.echo(_verify_summary(reports, orphans, len(failures)))
     else:
         for report in reports:
             click.echo(_report_text(report, report.path in failures))
-        click.echo(_verify_summary(reports, len(failures)))
+        for temp in orphans:
+            click.echo(_orphan_text(temp, failed=strict))
+        click.echo(_verify_summary(reports, orphans, len(failures)))
     sys.exit(EXIT_FINDINGS if failures else EXIT_OK)
+
+
+def _orphan_text(temp: LeftoverTemp, *, failed: bool) -> str:
+    from ..verify import orphan_temp_finding
+
+    finding = orphan_temp_finding(temp)
+    head = f"{temp.path}: {style('orphan temp', fg='red' if failed else 'yellow', bold=failed)}"
+    return head + (" FAIL" if failed else "") + f"\n  {finding.rule}: {finding.message}"
+
+
+def _orphan_annotation(temp: LeftoverTemp, *, failed: bool) -> str:
+    from ..verify import orphan_temp_finding
+
+    finding = orphan_temp_finding(temp)
+    props = f"file={_github_property(temp.path)},title={_github_property(finding.rule)}"
+    return f"::{'error' if failed else 'warning'} {props}::{_github_data(finding.message)}"
 
 
 def _report_text(report: FileReport, failed: bool) -> str:
@@ -131,12 +155,15 @@ def _report_text(report: FileReport, failed: bool) -> str:
     return "\n".join(lines)
 
 
-def _verify_summary(reports: Sequence[FileReport], failing: int) -> str:
+def _verify_summary(
+    reports: Sequence[FileReport], orphans: Sequence[LeftoverTemp], failing: int
+) -> str:
     from ..verify import summary_counts
 
     parts = ", ".join(f"{count} {kind}" for kind, count in summary_counts(reports).items())
     verdict = f"{failing} failing" if failing else "all pass"
-    return f"{len(reports)} file(s): {parts}; {verdict}"
+    extra = f"; {len(orphans)} orphan temp(s)" if orphans else ""
+    return f"{len(reports)} file(s): {parts or 'none'}{extra}; {verdict}"
 
 
 def _github_data(text: str) -> str:

@@ -106,7 +106,7 @@ def make_dirs(path: str | os.PathLike[str]) -> list[Path]:
     return created
 
 
-def _write_all(fd: int, data: bytes, *, torn_failpoint: str | None = None) -> None:
+def _write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None = None) -> None:
     """Write every byte of ``data`` to ``fd``, looping over short writes."""
     view = memoryview(data)
     if torn_failpoint is not None and armed(torn_failpoint) and len(view) > 1:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,14 +18,28 @@ from tests.cli.schema_check import errors, load_schema
 Invoke = Callable[..., Result]
 
 
+def _file_as(log: Path, session_id: str) -> None:
+    """Give the log at ``log`` the header id ``session_id`` (its session directory's name)."""
+    header, _, body = log.read_bytes().partition(b"\n")
+    row = json.loads(header)
+    row["id"] = session_id
+    log.write_bytes(
+        json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" + body
+    )
+
+
 @pytest.fixture
 def old_store(tmp_path: Path) -> Path:
-    """A store tree with a v2 and a v3 session (real sample bytes) and a current one."""
+    """A store tree with a v2 and a v3 session (real sample bytes) and a current one.
+
+    Each log lies in the session directory of its header id, as in a real store.
+    """
     root = tmp_path / "store"
     for name, version in (("feedback-command.v2.jsonl", 2), ("feedback-command.v3.jsonl", 3)):
-        session = root / "--p--" / f"s{version}"
-        prepare_corpus_file(SAMPLES / name, session / f"session.v{version}.jsonl")
-    write_header(root / "--p--" / "now" / "session.v4.jsonl", 4)
+        log = root / "--p--" / f"s{version}" / f"session.v{version}.jsonl"
+        prepare_corpus_file(SAMPLES / name, log)
+        _file_as(log, f"s{version}")
+    write_header(root / "--p--" / "now" / "session.v4.jsonl", 4, session_id="now")
     return root
 
 
@@ -123,3 +139,43 @@ def test_refusals_are_reported_and_do_not_stop_others(
     assert result.exit_code == 1
     assert "  reason: " in result.stdout and "version 5 is not supported" in result.stdout
     assert result.stdout.splitlines()[-1] == "2 migrated; 1 current; 1 refused"
+
+
+def test_a_generation_named_loose_file_needs_a_destination(invoke: Invoke, tmp_path: Path) -> None:
+    # Named like a store generation, but not in a store's session directory: loose.
+    loose = tmp_path / "loose" / "session.v2.jsonl"
+    write_header(loose, 2)
+    before = snapshot_tree(tmp_path)
+    result = invoke("migrate", loose)
+    assert result.exit_code == 2
+    assert f"{loose} is a loose file: pass --output OUT or --in-place" in result.stderr
+    check = invoke("migrate", loose, "--check", "--json")
+    assert check.exit_code == 1, check.output
+    (entry,) = json.loads(check.stdout)["results"]
+    assert (entry["status"], entry["target"]) == ("would-migrate", None)
+    assert snapshot_tree(tmp_path) == before
+    in_place = invoke("migrate", loose, "--in-place")
+    assert in_place.exit_code == 0, in_place.output
+    assert sorted(p.name for p in loose.parent.iterdir()) == [
+        "session.v2.jsonl",
+        "session.v2.jsonl.v2.bak",
+    ]
+
+
+def test_check_of_a_shallow_generation_file_is_no_crash(invoke: Invoke) -> None:
+    # A generation name one level below "/" (like /tmp/session.v2.jsonl): no store root.
+    try:
+        top = Path(tempfile.mkdtemp(prefix="dsh-store-shallow-", dir="/"))
+    except OSError:  # pragma: no cover - not allowed to write there
+        pytest.skip("cannot create a directory in /")
+    try:
+        shallow = top / "session.v2.jsonl"
+        write_header(shallow, 2)
+        result = invoke("migrate", shallow, "--check")
+        assert result.exit_code == 1, result.output
+        assert "unexpected" not in result.output
+        assert result.stdout.splitlines()[-1] == "1 would-migrate"
+        assert invoke("migrate", shallow).exit_code == 2  # loose: nowhere to publish
+        assert sorted(p.name for p in top.iterdir()) == ["session.v2.jsonl"]
+    finally:
+        shutil.rmtree(top)

@@ -1,0 +1,155 @@
+"""Store files versus loose files in ``dsh-store migrate`` (dsh_store.bulk).
+
+A generation file name alone does not make a store file: its directory must really be a
+session directory, ``<root>/<project dir>/<session dir>/``, named as the layout names
+them after the id in the file's header. Child evidence comes only from such a root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_store.bulk import MigrationOptionsError, is_store_file, migrate_paths, store_root
+from dsh_store.jsonl import layout
+from dsh_store.migrate import migrate_store
+from dsh_store.store import JsonlStore
+
+from .store_logs import header_log, store_with_child
+
+
+def _recording_children_index(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    roots: list[Path] = []
+    real = JsonlStore.children_index
+
+    def record(self: JsonlStore) -> dict[str, tuple[Any, ...]]:
+        roots.append(self.root)
+        return real(self)
+
+    monkeypatch.setattr(JsonlStore, "children_index", record)
+    return roots
+
+
+def test_a_generation_name_outside_a_session_directory_is_loose(tmp_path: Path) -> None:
+    # The directory is even named after the header id, but it sits in no project dir.
+    loose = header_log(tmp_path / "loose" / "session.v2.jsonl", 2, "loose")
+    assert store_root(loose) is None
+    assert not is_store_file(loose)
+
+
+@pytest.mark.parametrize(
+    ("project", "session", "header_id"),
+    [
+        ("--p--", "other", "s"),  # the directory of another session
+        ("p", "s", "s"),  # not a project directory name
+        ("---p--", "s", "s"),  # a slug never starts with "-"
+        ("----", "s", "s"),  # an empty slug is spelled "root"
+        ("--a~00--", "s", "s"),  # a cut escape only at the 251-character cut
+        ("--a b--", "s", "s"),  # a character project_key always escapes
+        ("--p--", "s", ""),  # no usable id
+    ],
+)
+def test_a_misplaced_generation_file_is_loose(
+    tmp_path: Path, project: str, session: str, header_id: str
+) -> None:
+    log = header_log(tmp_path / "root" / project / session / "session.v3.jsonl", 3, header_id)
+    assert store_root(log) is None
+
+
+@pytest.mark.parametrize(
+    ("session_id", "cwd"),
+    [
+        ("s", "/home/me/project"),
+        ("s", None),  # _no-cwd
+        ("a/b ~ é", "C:\\Users\\é\\x"),  # escaped names
+        ("x" * 300, "/" + "é" * 120),  # a hashed session dir, a project slug cut mid-escape
+    ],
+)
+def test_a_generation_in_its_session_directory_is_a_store_file(
+    tmp_path: Path, session_id: str, cwd: str | None
+) -> None:
+    root = tmp_path / "root"
+    log = header_log(layout.session_dir(root, session_id, cwd) / "session.v2.jsonl", 2, session_id)
+    assert store_root(log) == root.resolve()
+    assert is_store_file(log)
+    assert store_root(log.with_name("other.jsonl")) is None
+
+
+def test_shallow_and_relative_paths_never_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for shallow in ("/session.v2.jsonl", "/x/session.v2.jsonl", "session.v2.jsonl"):
+        if Path(shallow).exists():  # pragma: no cover - a machine with such a file
+            pytest.skip(f"{shallow} exists on this machine")
+        assert store_root(shallow) is None
+    # Before the fix: IndexError from Path.resolve().parents[2].
+    (result,) = migrate_paths(["/session.v2.jsonl"], dry_run=True)
+    assert result.status == "refused" and result.reason is not None
+    assert "cannot read" in result.reason
+
+    root = tmp_path / "root"
+    log = header_log(layout.session_dir(root, "s", None) / "session.v2.jsonl", 2, "s")
+    monkeypatch.chdir(log.parent)
+    assert store_root("session.v2.jsonl") == root.resolve()
+    assert store_root(Path("..") / "s" / "session.v2.jsonl") == root.resolve()
+    monkeypatch.chdir(root)
+    assert store_root(Path("_no-cwd") / "s" / "session.v2.jsonl") == root.resolve()
+
+
+def test_a_loose_generation_file_is_never_published_beside_itself(tmp_path: Path) -> None:
+    loose = header_log(tmp_path / "loose" / "session.v2.jsonl", 2, "loose")
+    with pytest.raises(MigrationOptionsError, match="is a loose file"):
+        migrate_paths([loose])
+    (checked,) = migrate_paths([loose], dry_run=True)
+    assert (checked.status, checked.target) == ("would-migrate", None)
+    assert sorted(p.name for p in loose.parent.iterdir()) == ["session.v2.jsonl"]
+    (in_place,) = migrate_paths([loose], in_place=True)
+    assert (in_place.status, in_place.target) == ("migrated", loose)
+    assert sorted(p.name for p in loose.parent.iterdir()) == [
+        "session.v2.jsonl",
+        "session.v2.jsonl.v2.bak",
+    ]
+
+
+def test_child_evidence_comes_only_from_a_real_store_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loose file two levels below a directory full of sessions: nothing is gathered there.
+    guessed = tmp_path / "guessed"
+    store_with_child(guessed)
+    loose = header_log(guessed / "loose" / "session.v2.jsonl", 2, "loose")
+    roots = _recording_children_index(monkeypatch)
+    migrate_paths([loose], dry_run=True)
+    migrate_paths([loose.parent], in_place=True)
+    assert roots == []
+
+    root = tmp_path / "root"
+    store_with_child(root)
+    migrate_paths([root], dry_run=True)
+    assert roots == [root.resolve()]
+
+
+def test_a_store_migration_carries_the_children_of_its_own_store(tmp_path: Path) -> None:
+    by_paths = tmp_path / "by-paths"
+    log = store_with_child(by_paths)
+    by_store = tmp_path / "by-store"
+    shutil.copytree(by_paths, by_store)
+    results = {r.source.name: r.status for r in migrate_paths([by_paths])}
+    assert results == {"session.v3.jsonl": "migrated", "session.v4.jsonl": "current"}
+    assert {r.status for r in migrate_store(by_store)} == {"migrated", "current"}
+    published = log.with_name("session.v4.jsonl").read_bytes()
+    assert b'"childId":"kid"' in published
+    twin = by_store / log.relative_to(by_paths).with_name("session.v4.jsonl")
+    assert published == twin.read_bytes()
+
+
+def test_a_symlinked_store_root_is_the_store(tmp_path: Path) -> None:
+    root = tmp_path / "real"
+    log = store_with_child(root)
+    link = tmp_path / "link"
+    os.symlink(root, link)
+    assert store_root(link / log.relative_to(root)) == root.resolve()
