@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -254,7 +255,11 @@ def _one_line(error: BaseException) -> str:
 
 
 def repair_paths(
-    paths: Sequence[str | os.PathLike[str]], *, dry_run: bool = False
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    dry_run: bool = False,
+    jobs: int = 1,
+    progress: Progress[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Repair (or with ``dry_run`` plan the repair of) every log under ``paths``.
 
@@ -272,31 +277,12 @@ def repair_paths(
     is open for writing) by :func:`dsh_store.repair.delete_orphan_temps`.
     """
     from .repair import delete_orphan_temps
-    from .store import repair_file
     from .verify import LeftoverTemp
 
-    results: list[dict[str, Any]] = []
     orphans: list[LeftoverTemp] = []
-    for file in map(Path, collect_log_files(paths, orphans=orphans)):
-        try:
-            plan = repair_file(file, dry_run=dry_run)
-        except (DshStoreError, OSError) as error:
-            results.append(repair_json(file, "refused", reason=_one_line(error)))
-            continue
-        status = "clean" if not plan.needed else ("repaired" if plan.applied else "would-repair")
-        results.append(
-            repair_json(
-                file,
-                status,
-                classification=plan.classification,
-                truncate_at=plan.truncate_at,
-                torn_bytes=plan.torn_bytes,
-                sidecar=plan.sidecar,
-                closers=list(plan.closers),
-                deleted_temps=list(plan.stale_temps),
-                kept_temps=list(plan.fresh_temps),
-            )
-        )
+    files = [Path(file) for file in collect_log_files(paths, orphans=orphans)]
+    # Each file is repaired under its own session lock, so files can go to processes.
+    results = map_files(partial(_repair_one, dry_run=dry_run), files, jobs=jobs, progress=progress)
     for temp, action in delete_orphan_temps(orphans, dry_run=dry_run):
         if action == "kept":
             results.append(repair_json(temp, "clean", kept_temps=[temp]))
@@ -304,6 +290,28 @@ def repair_paths(
             status = "repaired" if action == "deleted" else "would-repair"
             results.append(repair_json(temp, status, deleted_temps=[temp]))
     return results
+
+
+def _repair_one(file: Path, *, dry_run: bool) -> dict[str, Any]:
+    """Repair (or plan) one log; a refusal is a ``refused`` result, not an error."""
+    from .store import repair_file
+
+    try:
+        plan = repair_file(file, dry_run=dry_run)
+    except (DshStoreError, OSError) as error:
+        return repair_json(file, "refused", reason=_one_line(error))
+    status = "clean" if not plan.needed else ("repaired" if plan.applied else "would-repair")
+    return repair_json(
+        file,
+        status,
+        classification=plan.classification,
+        truncate_at=plan.truncate_at,
+        torn_bytes=plan.torn_bytes,
+        sidecar=plan.sidecar,
+        closers=list(plan.closers),
+        deleted_temps=list(plan.stale_temps),
+        kept_temps=list(plan.fresh_temps),
+    )
 
 
 def repair_json(

@@ -8,7 +8,18 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, PATHS, echo_json, fail, guarded, style
+from ._common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_USAGE,
+    JOBS,
+    PATHS,
+    echo_json,
+    fail,
+    guarded,
+    progress,
+    style,
+)
 
 
 @click.command()
@@ -26,9 +37,15 @@ from ._common import EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, PATHS, echo_json, fail,
     help="Where --salvage publishes the salvaged log (never overwritten).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@JOBS
 @guarded
 def repair(
-    paths: tuple[str, ...], dry_run: bool, salvage: bool, output: str | None, as_json: bool
+    paths: tuple[str, ...],
+    dry_run: bool,
+    salvage: bool,
+    output: str | None,
+    as_json: bool,
+    jobs: int,
 ) -> None:
     """Repair crashed v4 logs without loss: cut the torn tail, close the open turn.
 
@@ -49,6 +66,7 @@ def repair(
     \b
     Examples:
       dsh-store repair ~/.dsh/sessions --dry-run
+      dsh-store repair ~/.dsh/sessions --jobs 4
       dsh-store repair session.v4.jsonl
       dsh-store repair session.v4.jsonl --salvage --output salvaged.jsonl
     """
@@ -59,7 +77,7 @@ def repair(
     from ..verify import NoLogsError
 
     try:
-        results = repair_paths(paths, dry_run=dry_run)
+        results = repair_paths(paths, dry_run=dry_run, jobs=jobs, progress=progress("repairing"))
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)
     if as_json:

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import (
     CONSOLE_SCRIPT,
     copy_tree,
@@ -96,7 +98,8 @@ def test_migrate_repair_cat_inspect_end_to_end(tmp_path: Path) -> None:
     assert migrated.returncode == 0 and migrated.stdout.endswith("1 current\n")
 
 
-def test_progress_bar_only_on_a_terminal_stderr(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("command", "label"), [("verify", "verifying"), ("repair", "repairing")])
+def test_progress_bar_only_on_a_terminal_stderr(tmp_path: Path, command: str, label: str) -> None:
     import pty
     import subprocess
 
@@ -105,7 +108,7 @@ def test_progress_bar_only_on_a_terminal_stderr(tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     try:
         done = subprocess.run(
-            [str(CONSOLE_SCRIPT), "verify", str(tmp_path / "store")],
+            [str(CONSOLE_SCRIPT), command, str(tmp_path / "store")],
             stdout=subprocess.PIPE,
             stderr=follower,
             env={k: v for k, v in os.environ.items() if k != "NO_COLOR"},
@@ -128,7 +131,7 @@ def test_progress_bar_only_on_a_terminal_stderr(tmp_path: Path) -> None:
             os.close(follower)
         os.close(leader)
     assert done.returncode == 0
-    assert b"verifying" in shown
-    assert b"verifying" not in done.stdout and b"\x1b[" not in done.stdout
-    piped = run_script("verify", tmp_path / "store")
-    assert "verifying" not in piped.stderr and piped.stderr == ""
+    assert label.encode() in shown
+    assert label.encode() not in done.stdout and b"\x1b[" not in done.stdout
+    piped = run_script(command, tmp_path / "store")
+    assert label not in piped.stderr and piped.stderr == ""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import Result
 
-from tests.cli.conftest import record_session, snapshot_tree
+from tests.cli.conftest import copy_tree, record_session, snapshot_tree
 from tests.cli.schema_check import errors, load_schema
 from tests.store.test_leftover_temps import leave_temp
 
@@ -145,3 +145,25 @@ def test_the_schema_requires_the_temp_lists() -> None:
     ]
     bad = {**result, "deletedTemps": [1], "keptTemps": "y"}
     assert len(errors({"results": [bad]}, load_schema("repair"))) == 2
+
+
+def test_jobs_repair_each_file_in_worker_processes_with_the_same_results(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    for index in range(4):
+        log = record_session(tmp_path / "a", f"torn-{index}", turns=1, open_turn=True)
+        with open(log, "ab") as handle:
+            handle.write(b'{"type":"step/start","seq":' + str(index).encode())
+    copy_tree(tmp_path / "a", tmp_path / "b")
+    serial = json.loads(invoke("repair", tmp_path / "a", "--json").stdout)["results"]
+    parallel_run = invoke("repair", tmp_path / "b", "--json", "--jobs", "3")
+    assert parallel_run.exit_code == 0, parallel_run.output
+    parallel = json.loads(parallel_run.stdout)["results"]
+    assert [r["status"] for r in parallel] == ["repaired"] * 4
+    rebase = str(tmp_path / "a")
+    assert [json.loads(json.dumps(r).replace(str(tmp_path / "b"), rebase)) for r in parallel] == (
+        serial
+    )
+    contents_a = {name: facts[0] for name, facts in snapshot_tree(tmp_path / "a").items()}
+    contents_b = {name: facts[0] for name, facts in snapshot_tree(tmp_path / "b").items()}
+    assert contents_a == contents_b  # byte for byte the same trees (mtimes differ)
