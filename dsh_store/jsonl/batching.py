@@ -9,7 +9,8 @@ carry out the actions it returns:
 * :class:`ArmTimer` / :class:`CancelTimer` — call :meth:`~WriteBehindController.timer_fired`
   at this monotonic time / no timer is needed;
 * :class:`ResolveFlushes` — these flush or close waiters are done, with this error or none;
-* :class:`ReportBackgroundFailure` — a write nobody waits on failed (log it once);
+* :class:`ReportBackgroundFailure` — a write nobody waits on failed (log it); the same
+  failure again (same type and text) is reported once until a write succeeds;
 * :class:`Closed` — the queue is drained after ``close``; release the writer.
 
 Rules (DESIGN §5): a fixed window starts when the queue goes from empty to
@@ -144,6 +145,9 @@ class WriteBehindController:
         """Highest seq known durable (None before the first write)."""
         self.failure: BaseException | None = None
         """Error of the latest failed write; cleared by the next successful write."""
+        # The failure last reported (type, text) since the last successful write: the same
+        # failure again is not reported again, so a full disk is logged once, not per event.
+        self._reported: tuple[type[BaseException], str] | None = None
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -240,6 +244,7 @@ class WriteBehindController:
         batch = self._take_in_flight()
         self.durable_seq = batch.items[-1][0]
         self.failure = None
+        self._reported = None
         out: list[Action] = []
         if self._waiters and not self._queue:
             self._finish_barrier(None, out)
@@ -252,7 +257,8 @@ class WriteBehindController:
         self._queue_bytes += batch.nbytes
         self.failure = error
         out: list[Action] = []
-        if batch.background:
+        if batch.background and self._reported != (type(error), str(error)):
+            self._reported = (type(error), str(error))
             out.append(ReportBackgroundFailure(error, batch.items[0][0], batch.items[-1][0]))
         if self._waiters and batch.background:
             return self._pump(now, out)  # a barrier is waiting: it retries this batch once

@@ -308,6 +308,28 @@ def test_failed_background_write_pauses_retry_until_the_next_event_and_keeps_ord
     assert sim.ctrl.durable_seq == 1 and sim.ctrl.failure is None
 
 
+def test_the_same_background_failure_is_reported_once_until_a_write_succeeds() -> None:
+    sim = Sim(window_s=0.1)
+    full = OSError(28, "No space left on device")
+    for _ in range(3):  # each new event retries the paused batch, which fails alike
+        sim.add()
+        sim.advance(0.1)
+        sim.fail(OSError(28, "No space left on device"))
+    assert [str(r.error) for r in sim.reports] == [str(full)]
+    sim.add()
+    sim.advance(0.1)
+    sim.fail(OSError(5, "Input/output error"))  # a different failure is news
+    assert [r.error.errno for r in sim.reports] == [28, 5]  # type: ignore[attr-defined]
+    sim.add()
+    sim.advance(0.1)
+    sim.succeed()
+    sim.add()
+    sim.advance(0.1)
+    sim.fail(OSError(28, "No space left on device"))  # after a success: reported again
+    assert [r.error.errno for r in sim.reports] == [28, 5, 28]  # type: ignore[attr-defined]
+    assert sim.writes == [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3], [0, 1, 2, 3, 4], [5]]
+
+
 def test_flush_after_a_background_failure_retries_at_once() -> None:
     sim = Sim(window_s=0.1)
     sim.add(2)
