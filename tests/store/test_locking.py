@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_store.errors import ConcurrentModificationError, SessionLockedError
+from dsh_store.errors import ConcurrentModificationError, SessionExistsError, SessionLockedError
 from dsh_store.restore import examine
 from dsh_store.store import repair_file
 from tests.conftest import REPO
@@ -138,3 +139,34 @@ def test_log_appended_externally_under_an_open_writer(tmp_path: Path) -> None:
     assert snapshot(path) == changed
     with pytest.raises(ConcurrentModificationError):
         live.close()
+
+
+def test_two_new_handles_for_one_id_are_decided_at_the_first_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = make_store(tmp_path, window_s=0.0)
+    winner = store.new("twin", cwd=CWD)
+    loser = store.new("twin", cwd=CWD)  # nothing on disk yet: new() cannot tell
+    complete_turn(winner, 1, first=True)
+    winner.flush()
+    path = winner.path
+    written = snapshot(path)
+
+    with caplog.at_level(logging.WARNING, logger="dsh_store"):
+        # Each event retries the failed first write in the background.
+        loser.append("turn/start", {"turn": 1})
+        loser.append("step/start", {"turn": 1, "step": 1})
+        loser.append("step/end", {"turn": 1, "step": 1})
+        with pytest.raises(SessionLockedError, match="'twin' is open for writing elsewhere"):
+            loser.flush()
+    warnings = [r for r in caplog.records if "background write" in r.getMessage()]
+    assert len(warnings) == 1  # the same failure is logged once, not once per event
+    assert [event.seq for event in loser.unwritten_events] == [0, 1, 2]
+    assert snapshot(path) == written
+
+    winner.close()
+    with pytest.raises(SessionExistsError):  # the winner published: the link never replaces
+        loser.flush()
+    with pytest.raises(SessionExistsError):
+        loser.close()
+    assert snapshot(path) == written
