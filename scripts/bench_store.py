@@ -104,8 +104,9 @@ def _paired_medians(
     return statistics.median(our_samples), statistics.median(base_samples)
 
 
-def _append_one(live: Any, event: Event) -> None:
-    live.append(
+def _append_one(target: Any, event: Event) -> Any:
+    """Append one mix event to a LiveSession or a bare Session; return the SessionEvent."""
+    return target.append(
         event["type"],
         event["data"],
         surface_op=event.get("surfaceOp"),
@@ -264,12 +265,7 @@ def baseline_group_commit_validated(events: Sequence[Event], path: Path, seconds
     count = 0
     try:
         for event in events:
-            line = session.append(
-                event["type"],
-                event["data"],
-                surface_op=event.get("surfaceOp"),
-                source_event_seqs=event.get("sourceEventSeqs"),
-            ).line
+            line = _append_one(session, event).line
             with ready:
                 pending.append(line)
                 ready.notify()
@@ -299,12 +295,7 @@ def baseline_fsync_each_validated(events: Sequence[Event], path: Path, seconds: 
         deadline = start + seconds
         now = start
         for event in events:
-            line = session.append(
-                event["type"],
-                event["data"],
-                surface_op=event.get("surfaceOp"),
-                source_event_seqs=event.get("sourceEventSeqs"),
-            ).line
+            line = _append_one(session, event).line
             os.write(fd, line)
             os.fsync(fd)
             count += 1

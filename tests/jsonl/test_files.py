@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from dsh_store.errors import ConcurrentModificationError, EventValidationError, SessionExistsError
-from dsh_store.jsonl import files
 from dsh_store.jsonl.files import LogWriter, make_dirs, materialize
 from dsh_store.jsonl.layout import log_path
 
@@ -89,21 +88,13 @@ def test_make_dirs_leaves_existing_levels_alone(tmp_path: Path, umask_zero: None
 
 
 def test_make_dirs_fsyncs_the_parent_of_every_created_level(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fsynced_dirs: list[Path]
 ) -> None:
-    synced: list[Path] = []
-    real = files.fsync_dir
-
-    def spy(target: str | os.PathLike[str]) -> None:
-        synced.append(Path(target))
-        real(target)
-
-    monkeypatch.setattr(files, "fsync_dir", spy)
     path = log_path(tmp_path / "root", "s-1", None)
     materialize(path, HEADER, lines(0, 1)).close()
     root = tmp_path / "root"
     # one fsync per created level (of its parent), then the session dir after the link
-    assert synced == [tmp_path, root, root / "_no-cwd", path.parent]
+    assert fsynced_dirs == [tmp_path, root, root / "_no-cwd", path.parent]
 
 
 def test_make_dirs_refuses_a_file_in_the_way(tmp_path: Path) -> None:

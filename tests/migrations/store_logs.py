@@ -46,3 +46,12 @@ def store_with_child(root: Path) -> Path:
     child = layout.log_path(root, "kid", None)
     header_log(child, 4, "kid", createdAt=1_780_000_000_500, parentSession=PARENT_ID)
     return log
+
+
+def fixture_copy(tmp_path: Path, fixture: str = "v0-basic") -> Path:
+    """A copy of a valid fixture log in ``tmp_path/sess/``, under its own name; returns it."""
+    (source,) = (VALID / fixture).glob("session*.jsonl")
+    directory = tmp_path / "sess"
+    directory.mkdir()
+    shutil.copyfile(source, directory / source.name)
+    return directory / source.name

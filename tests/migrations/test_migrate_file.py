@@ -24,17 +24,7 @@ from dsh_store.model.stream_check import StreamCheck, check_stream
 from dsh_store.restore import read_log
 
 from . import bigv0
-
-REPO = Path(__file__).resolve().parents[2]
-VALID = REPO / "fixtures" / "valid"
-
-
-def _session_dir(tmp_path: Path, fixture: str = "v0-basic") -> Path:
-    (source,) = (VALID / fixture).glob("session*.jsonl")
-    directory = tmp_path / "sess"
-    directory.mkdir()
-    shutil.copyfile(source, directory / source.name)
-    return directory / source.name
+from .store_logs import VALID, fixture_copy
 
 
 def _golden(fixture: str = "v0-basic") -> bytes:
@@ -42,7 +32,7 @@ def _golden(fixture: str = "v0-basic") -> bytes:
 
 
 def test_publishes_beside_the_untouched_source(tmp_path: Path) -> None:
-    source = _session_dir(tmp_path)
+    source = fixture_copy(tmp_path)
     before, inode = source.read_bytes(), source.stat().st_ino
     result = migrate_file(source)
     target = source.parent / "session.v4.jsonl"
@@ -55,7 +45,7 @@ def test_publishes_beside_the_untouched_source(tmp_path: Path) -> None:
 
 
 def test_a_rerun_accepts_its_own_earlier_publication(tmp_path: Path) -> None:
-    source = _session_dir(tmp_path)
+    source = fixture_copy(tmp_path)
     migrate_file(source)
     target = source.parent / "session.v4.jsonl"
     with open(target, "ab") as log:  # a store appended to it since
@@ -67,7 +57,7 @@ def test_a_rerun_accepts_its_own_earlier_publication(tmp_path: Path) -> None:
 
 
 def test_an_unrelated_target_is_never_overwritten(tmp_path: Path) -> None:
-    source = _session_dir(tmp_path)
+    source = fixture_copy(tmp_path)
     target = source.parent / "session.v4.jsonl"
     target.write_bytes(b"someone else's file\n")
     with pytest.raises(MigrationRefusedError) as caught:
@@ -79,7 +69,7 @@ def test_an_unrelated_target_is_never_overwritten(tmp_path: Path) -> None:
 
 
 def test_output_goes_where_asked(tmp_path: Path) -> None:
-    source = _session_dir(tmp_path, "v2-system-prompt-changes")
+    source = fixture_copy(tmp_path, "v2-system-prompt-changes")
     output = tmp_path / "out" / "upgraded.jsonl"
     output.parent.mkdir()
     result = migrate_file(source, output=output)
@@ -123,7 +113,7 @@ def test_in_place_never_replaces_a_foreign_backup(tmp_path: Path) -> None:
 
 
 def test_dry_run_checks_everything_and_writes_nothing(tmp_path: Path) -> None:
-    source = _session_dir(tmp_path, "v0-chunk-attempts")
+    source = fixture_copy(tmp_path, "v0-chunk-attempts")
     result = migrate_file(source, dry_run=True)
     assert result.status == "would-migrate"
     assert result.events == _golden("v0-chunk-attempts").count(b"\n") - 1
@@ -174,7 +164,7 @@ def test_typed_errors_for_files_that_are_not_migratable(tmp_path: Path) -> None:
 def test_a_source_changing_during_migration_is_detected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = _session_dir(tmp_path)
+    source = fixture_copy(tmp_path)
     import dsh_store.migrate as migrate
 
     real = migrate.verify_published
@@ -194,7 +184,7 @@ def test_a_source_changing_during_migration_is_detected(
 def test_enospc_while_writing_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = _session_dir(tmp_path)
+    source = fixture_copy(tmp_path)
 
     def full(fd: int, data: object) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -16,19 +16,11 @@ from dsh_store.migrate import migrate_file, migrate_store, publish_upgrade
 from dsh_store.restore import read_log
 from dsh_store.store import JsonlStore
 
-from .store_logs import PARENT_ID, VALID, parent_log, store_with_child
+from .store_logs import PARENT_ID, fixture_copy, parent_log, store_with_child
 
 
 class _Killed(BaseException):
     """Stands in for a SIGKILL at a chosen point of the publish protocol."""
-
-
-def _loose_copy(tmp_path: Path, fixture: str = "v0-basic") -> Path:
-    (source,) = (VALID / fixture).glob("session*.jsonl")
-    directory = tmp_path / "sess"
-    directory.mkdir()
-    shutil.copyfile(source, directory / source.name)
-    return directory / source.name
 
 
 def _fsync_dirs(monkeypatch: pytest.MonkeyPatch, *, kill_on_call: int | None = None) -> list[Path]:
@@ -97,7 +89,7 @@ def restrictive_umask() -> Iterator[int]:
 def test_published_files_are_0600_under_a_restrictive_umask(
     tmp_path: Path, where: str, request: pytest.FixtureRequest
 ) -> None:
-    source = parent_log(tmp_path / "root") if where == "publish_upgrade" else _loose_copy(tmp_path)
+    source = parent_log(tmp_path / "root") if where == "publish_upgrade" else fixture_copy(tmp_path)
     source.chmod(0o644)
     original = source.stat()
     request.getfixturevalue("restrictive_umask")
@@ -139,7 +131,7 @@ def test_publish_upgrade_rerun_fsyncs_the_directory_of_an_existing_target(
 def test_in_place_rerun_fsyncs_the_directory_before_reporting_current(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = _loose_copy(tmp_path)
+    source = fixture_copy(tmp_path)
     # Call 1 follows the backup link, call 2 the replace: killed before call 2 completes.
     _fsync_dirs(monkeypatch, kill_on_call=2)
     with pytest.raises(_Killed):
@@ -157,7 +149,7 @@ def test_in_place_rerun_fsyncs_the_directory_before_reporting_current(
 def test_output_rerun_fsyncs_the_directory_of_an_existing_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = _loose_copy(tmp_path)
+    source = fixture_copy(tmp_path)
     output = tmp_path / "out.jsonl"
     _fsync_dirs(monkeypatch, kill_on_call=1)
     with pytest.raises(_Killed):
@@ -173,7 +165,7 @@ def test_output_rerun_fsyncs_the_directory_of_an_existing_target(
 def test_a_write_that_makes_no_progress_fails_instead_of_looping(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = _loose_copy(tmp_path)
+    source = fixture_copy(tmp_path)
     before = source.read_bytes()
     calls = 0
 

@@ -8,30 +8,14 @@ that each writer fsyncs the chain root -> log before it acknowledges a write.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from dsh_store.jsonl import files
 from dsh_store.jsonl.files import fsync_chain
 from dsh_store.model import SessionEvent
 
 from .helpers import CWD, complete_turn, make_store
-
-
-@pytest.fixture
-def fsynced_dirs(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """Every directory fsynced through ``files.fsync_dir`` from now on, in order."""
-    calls: list[Path] = []
-    real = files.fsync_dir
-
-    def recording(path: str | os.PathLike[str]) -> None:
-        calls.append(Path(path))
-        real(path)
-
-    monkeypatch.setattr(files, "fsync_dir", recording)
-    return calls
 
 
 def _chain(log: Path, root: Path) -> list[Path]:
