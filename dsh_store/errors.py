@@ -22,6 +22,7 @@ __all__ = [
     "CorruptLogError",
     "DshStoreError",
     "EventValidationError",
+    "InvalidSessionIdError",
     "LosslessJsonError",
     "MigrationRefusedError",
     "NeedsMigrationError",
@@ -255,6 +256,33 @@ class MigrationRefusedError(DshStoreError):
             event_type=event_type,
             edge=edge,
             line=line,
+            detail=detail,
+        )
+
+
+class InvalidSessionIdError(DshStoreError, ValueError):
+    """A session id that cannot name a session: it is not a ``str``, or it is empty.
+
+    Still a :class:`ValueError`, so callers that caught the old bare error keep working.
+    ``session_id`` is the rejected value as given, ``rule`` the rule it breaks
+    (``not-a-str`` or ``empty``) and ``detail`` the message without the id.
+    """
+
+    session_id: object
+    rule: str
+    detail: str
+
+    _SHOWN_MAX = 80
+
+    def __init__(self, session_id: object, detail: str, *, rule: str) -> None:
+        shown = repr(session_id)
+        if len(shown) > self._SHOWN_MAX:
+            shown = f"{shown[: self._SHOWN_MAX - 3]}..."
+        super().__init__(
+            f"invalid session id {shown}: {detail} [rule: {rule}]; "
+            "pass a non-empty string as the session id",
+            session_id=session_id,
+            rule=rule,
             detail=detail,
         )
 

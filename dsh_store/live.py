@@ -8,6 +8,7 @@ queue (a worker thread, or asyncio with disk I/O in the loop's executor).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -151,8 +152,12 @@ class LiveSession(_LiveViews):
             handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
         )
         self._closed = False
+        self._closing = False
+        # An event is committed (its seq assigned) and queued under this lock, so seqs
+        # reach the queue in order from any thread, and close() never sees one half done.
+        self._order = threading.Lock()
         for event in handle.pending_events():
-            self._queue.enqueue(event.seq, event.line)
+            self._queue.put(event.seq, event.line)
 
     def append(
         self,
@@ -165,27 +170,37 @@ class LiveSession(_LiveViews):
     ) -> SessionEvent:
         """Validate and append one event; it becomes durable within the batching window.
 
-        Blocks only when ``max_pending_bytes`` of unwritten events are waiting.
+        Blocks only while ``max_pending_bytes`` of unwritten events are waiting, before
+        anything changes: an append that raises (or is interrupted) leaves no trace.
+        Thread-safe: appends from several threads get consecutive seqs.
 
         :raises WriterBrokenError: an earlier write could not be rolled back.
+        :raises Exception: the pending write failure, when the memory cap is reached while
+            automatic writes are paused (:meth:`flush` retries).
         """
         self._require_open()
-        event = self._handle.session.append(
-            type,
-            data,
-            surface_op=surface_op,
-            source_event_seqs=source_event_seqs,
-            ignorable=ignorable,
-        )
-        self._queue.enqueue(event.seq, event.line)
+        self._queue.wait_for_room()
+        with self._order:
+            self._require_accepting()
+            event = self._handle.session.append(
+                type,
+                data,
+                surface_op=surface_op,
+                source_event_seqs=source_event_seqs,
+                ignorable=ignorable,
+            )
+            self._queue.put(event.seq, event.line)
         return event
 
     def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
         """Validate all inputs first, then append them together (all or nothing)."""
         self._require_open()
-        events = self._handle.session.append_many(inputs)
-        for event in events:
-            self._queue.enqueue(event.seq, event.line)
+        self._queue.wait_for_room()
+        with self._order:
+            self._require_accepting()
+            events = self._handle.session.append_many(inputs)
+            for event in events:
+                self._queue.put(event.seq, event.line)
         return events
 
     def flush(self, timeout: float | None = None) -> None:
@@ -201,22 +216,33 @@ class LiveSession(_LiveViews):
         """Drain every pending event, then release the file and the lock; idempotent.
 
         The file and the lock are released even when the drain fails (the error is
-        raised): reopening the session then restores what is durable. Events that were
-        not written stay readable from :attr:`unwritten_events`.
+        raised), after the write-behind thread has stopped and no write is running:
+        reopening the session then restores what is durable. Events that were not
+        written stay readable from :attr:`unwritten_events`. Appends from other threads
+        raise :class:`ValueError` once the close has begun.
         """
         if self._closed:
             return
         try:
+            with self._order:
+                self._closing = True
             self._handle.require_usable()
             self._queue.close()
         finally:
             self._closed = True
-            self._handle.release()
+            try:
+                self._queue.abort()  # no-op after a drain; else stops the writer first
+            finally:
+                self._handle.release()
 
     def _require_open(self) -> None:
         if self._closed:
             raise ValueError(f"session {self.id!r} is closed; reopen it with store.open()")
         self._handle.require_usable()
+
+    def _require_accepting(self) -> None:
+        if self._closing:
+            raise ValueError(f"session {self.id!r} is closing; reopen it with store.open()")
 
     def __enter__(self) -> LiveSession:
         return self
@@ -265,6 +291,7 @@ class AsyncLiveSession(_LiveViews):
             handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
         )
         self._closed = False
+        self._closing = False
         self._started = False
         # Seqs are assigned at append and must reach the queue in that order, even when
         # one append waits for room (backpressure) while another task appends.
@@ -273,9 +300,8 @@ class AsyncLiveSession(_LiveViews):
     async def _start(self) -> None:
         if not self._started:
             self._started = True
-            async with self._order:
-                for event in self._handle.pending_events():
-                    await self._queue.enqueue(event.seq, event.line)
+            for event in self._handle.pending_events():
+                self._queue.put(event.seq, event.line)
 
     async def append(
         self,
@@ -288,11 +314,16 @@ class AsyncLiveSession(_LiveViews):
     ) -> SessionEvent:
         """Validate and append one event; awaits only at ``max_pending_bytes``.
 
+        The wait comes before anything changes, so an append that is cancelled or raises
+        leaves no trace.
+
         :raises WriterBrokenError: an earlier write could not be rolled back.
         """
         self._require_open()
         await self._start()
         async with self._order:
+            await self._queue.wait_for_room()
+            self._require_accepting()
             event = self._handle.session.append(
                 type,
                 data,
@@ -300,7 +331,7 @@ class AsyncLiveSession(_LiveViews):
                 source_event_seqs=source_event_seqs,
                 ignorable=ignorable,
             )
-            await self._queue.enqueue(event.seq, event.line)
+            self._queue.put(event.seq, event.line)
         return event
 
     async def append_many(
@@ -310,9 +341,11 @@ class AsyncLiveSession(_LiveViews):
         self._require_open()
         await self._start()
         async with self._order:
+            await self._queue.wait_for_room()
+            self._require_accepting()
             events = self._handle.session.append_many(inputs)
             for event in events:
-                await self._queue.enqueue(event.seq, event.line)
+                self._queue.put(event.seq, event.line)
         return events
 
     async def flush(self, timeout: float | None = None) -> None:
@@ -328,26 +361,38 @@ class AsyncLiveSession(_LiveViews):
     async def close(self) -> None:
         """Drain, then release the file and the lock (in the executor); idempotent.
 
-        Like :meth:`LiveSession.close`, the lock is released even when the drain fails.
+        Like :meth:`LiveSession.close`, the lock is released even when the drain fails or
+        the close is cancelled, but only once no write is running: a cancelled close
+        still waits for the write in flight (then raises the cancellation), so the file
+        is never closed under a write and no second writer can start beside it.
         """
         if self._closed:
             return
         try:
             self._handle.require_usable()
             await self._start()
-            # An append waiting for room already holds its seq: write the queue so it gets
-            # room, then wait for it to be queued, so the drain below includes it.
+            # An append waiting for room holds the order lock: writing the queue gives it
+            # room, so it commits and queues before the close takes the lock and drains.
             await self._queue.flush()
             async with self._order:
-                await self._queue.close()
+                self._closing = True
+            await self._queue.close()
         finally:
             self._closed = True
-            await asyncio.get_running_loop().run_in_executor(None, self._handle.release)
+            try:
+                await self._queue.abort()  # no-op after a drain; else waits out the write
+            finally:
+                release = asyncio.get_running_loop().run_in_executor(None, self._handle.release)
+                await asyncio.shield(release)  # runs to the end even if we are cancelled
 
     def _require_open(self) -> None:
         if self._closed:
             raise ValueError(f"session {self.id!r} is closed; reopen it with store.aopen()")
         self._handle.require_usable()
+
+    def _require_accepting(self) -> None:
+        if self._closing:
+            raise ValueError(f"session {self.id!r} is closing; reopen it with store.aopen()")
 
     async def __aenter__(self) -> AsyncLiveSession:
         await self._start()

@@ -361,7 +361,7 @@ def examine(
             except EventValidationError as error:
                 raise _model_error(error, log, version) from None
     except NotASessionError as error:
-        empty = _is_empty(log)
+        empty = scanner.empty  # a regular file of 0 bytes (a FIFO's st_size is 0 too)
         return FileReport(
             log,
             "empty" if empty else "not-a-session",
@@ -449,13 +449,6 @@ def _refusal_text(error: MigrationRefusedError) -> str:
 def classify(path: str | os.PathLike[str]) -> str:
     """The classification of one file (DESIGN §6.3); never raises for damage, never writes."""
     return examine(path).classification
-
-
-def _is_empty(log: str) -> bool:
-    try:
-        return os.stat(log).st_size == 0
-    except OSError:
-        return False
 
 
 def _int_or_none(value: object) -> int | None:

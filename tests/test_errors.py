@@ -13,6 +13,7 @@ from dsh_store.errors import (
     CorruptLogError,
     DshStoreError,
     EventValidationError,
+    InvalidSessionIdError,
     LosslessJsonError,
     MigrationRefusedError,
     NotASessionError,
@@ -47,6 +48,7 @@ SAMPLES: list[DshStoreError] = [
     ConcurrentModificationError("/s/a.jsonl", "size is 10 bytes, expected 12"),
     WriterBrokenError("/s/a.jsonl", "ftruncate failed: EIO"),
     SalvageRefusedError("/s/a.jsonl", "the first event is already bad", rule="nothing-to-salvage"),
+    InvalidSessionIdError("", "a session id must not be empty", rule="empty"),
     StorageError("append of seqs 3..4", "/s/a.jsonl", OSError(errno.ENOSPC, "No space left")),
 ]
 

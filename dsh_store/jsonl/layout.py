@@ -20,6 +20,8 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidSessionIdError
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -31,6 +33,7 @@ __all__ = [
     "LOG_NAME",
     "NAME_MAX",
     "NO_CWD_DIR",
+    "check_session_id",
     "decode_session_id",
     "encode_session_id",
     "generation_name",
@@ -115,6 +118,27 @@ def project_key(cwd: str | None) -> str:
     return f"--{slug[:_PROJECT_SLUG_MAX]}--"
 
 
+def check_session_id(session_id: object) -> str:
+    """Return ``session_id`` if it can name a session: a non-empty ``str``.
+
+    Every function here that maps an id to a name calls this first, so each entry point
+    of the store (``new``, ``open``, ``inspect``, ``locate``, ``read_from``, ...) refuses a
+    bad id with one typed error before it touches the disk.
+
+    :raises InvalidSessionIdError: ``session_id`` is not a ``str`` (rule ``not-a-str``)
+        or is empty (rule ``empty``); it is a :class:`ValueError`.
+    """
+    if not isinstance(session_id, str):
+        raise InvalidSessionIdError(
+            session_id,
+            f"a session id must be a str, not {type(session_id).__name__}",
+            rule="not-a-str",
+        )
+    if not session_id:
+        raise InvalidSessionIdError(session_id, "a session id must not be empty", rule="empty")
+    return session_id
+
+
 def encode_session_id(session_id: str) -> str:
     """Name of the session directory for ``session_id``: injective and traversal-proof.
 
@@ -126,10 +150,10 @@ def encode_session_id(session_id: str) -> str:
     such names cannot collide with unhashed ones, and two of them collide only if
     SHA-256 does.
 
-    :raises ValueError: ``session_id`` is empty.
+    :raises InvalidSessionIdError: ``session_id`` is not a ``str`` or is empty (see
+        :func:`check_session_id`); it is a :class:`ValueError`.
     """
-    if not session_id:
-        raise ValueError("a session id must not be empty")
+    check_session_id(session_id)
     if session_id in (".", ".."):
         return "~002E" * len(session_id)
     encoded = _escape_units(session_id)

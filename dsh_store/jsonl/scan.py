@@ -14,18 +14,25 @@ Lines ending in CRLF are accepted (the ``\\r`` is dropped from ``raw``) and repo
 a ``crlf`` finding; a leading UTF-8 BOM is skipped and reported as ``bom``. The scanner never
 writes, and it reads at most the size the file had when the scan started, so a concurrent
 appender can only make the view shorter, never inconsistent.
+
+Only regular files are read: the file is opened without blocking and checked with
+``fstat`` before any read, so a directory, FIFO, socket or device named like a log raises
+:class:`~dsh_store.errors.NotASessionError` (naming the path) instead of hanging or failing
+with an anonymous ``OSError``. An ``OSError`` of a read names the file as well.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any, NamedTuple
 
 import orjson
 
-from ..errors import CorruptLogError, DshStoreError, UnsupportedVersionError
+from ..errors import CorruptLogError, DshStoreError, NotASessionError, UnsupportedVersionError
 from .rows import (
     PACKED_ROW_TYPES,
     Finding,
@@ -173,17 +180,15 @@ class LogScanner:
         Raises NotASessionError / UnsupportedVersionError like :meth:`rows`.
         """
         self._reset()
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = self._open()
         try:
-            self._stat = os.fstat(fd)
-            self._file_size = self._stat.st_size
             if self._file_size == 0:
                 return None
             parts: list[bytes] = []
             remaining = self._file_size
             step = min(self._chunk_size, 64 * 1024)
             while remaining > 0:
-                block = os.read(fd, min(step, remaining))
+                block = self._read(fd, min(step, remaining))
                 if not block:
                     break
                 remaining -= len(block)
@@ -216,10 +221,8 @@ class LogScanner:
     def rows(self) -> Iterator[ScannedRow]:
         """Yield the committed rows; raise CorruptLogError for committed corruption."""
         self._reset()
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = self._open()
         try:
-            self._stat = os.fstat(fd)
-            self._file_size = self._stat.st_size
             if self._file_size == 0:
                 self._finished = True
                 return
@@ -227,11 +230,50 @@ class LogScanner:
         finally:
             os.close(fd)
 
+    def _open(self) -> int:
+        """Open the log for reading and record its ``fstat``; only a regular file passes.
+
+        ``O_NONBLOCK`` keeps the open of a FIFO from waiting for a writer (it changes
+        nothing for a regular file), and the ``fstat`` refuses everything else before a
+        single byte is read.
+
+        :raises NotASessionError: the path is a directory, FIFO, socket or device.
+        :raises OSError: the open or the ``fstat`` failed (``filename`` is the path).
+        """
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as error:
+            if error.errno == errno.ENXIO:  # what open() says for a Unix socket
+                kind = _special_kind(self.path)
+                if kind is not None:
+                    raise NotASessionError(self.path, f"{kind} is not a regular file") from None
+            raise
+        try:
+            try:
+                info = os.fstat(fd)
+            except OSError as error:
+                raise OSError(error.errno, error.strerror, self.path) from error
+            if not stat.S_ISREG(info.st_mode):
+                raise NotASessionError(self.path, f"{_kind_of(info.st_mode)} is not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        self._stat = info
+        self._file_size = info.st_size
+        return fd
+
+    def _read(self, fd: int, size: int) -> bytes:
+        """``os.read``, with an ``OSError`` that names the file (``filename`` is the path)."""
+        try:
+            return os.read(fd, size)
+        except OSError as error:
+            raise OSError(error.errno, error.strerror, self.path) from error
+
     def _chunks(self, fd: int) -> Iterator[bytes]:
         remaining = self._file_size
         size = self._chunk_size
         while remaining > 0:
-            block = os.read(fd, min(size, remaining))
+            block = self._read(fd, min(size, remaining))
             if not block:  # the file shrank under us; what was read stays consistent
                 self._file_size -= remaining
                 return
@@ -405,6 +447,30 @@ class LogScanner:
                     seq=defect.seq,
                     rule=defect.rule,
                 )
+
+
+def _kind_of(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for a message (``"a FIFO"``, ...)."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a special file"
+
+
+def _special_kind(path: str) -> str | None:
+    """:func:`_kind_of` the file at ``path`` when it is not a regular file, else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return None if stat.S_ISREG(mode) else _kind_of(mode)
 
 
 def header_version(path: str | os.PathLike[str]) -> int | None:

@@ -49,6 +49,11 @@ DEFAULT_MAX_PENDING_BYTES = 64 << 20
 _log = logging.getLogger(__name__)
 
 
+def _consume_outcome(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def _log_background_failure(action: ReportBackgroundFailure) -> None:
     _log.warning(
         "background write of seqs %d..%d failed (%r); the batch stays queued and is retried "
@@ -130,6 +135,8 @@ class ThreadWriteBehind(_QueueState):
         self._write: StartWrite | None = None
         self._deadline: float | None = None
         self._results: dict[int, BaseException | None] = {}
+        self._abandoned: set[int] = set()  # tokens of flushes that timed out
+        self._performing = 0  # writes running now (the worker's, or a flusher's)
         self._stopped = False
         # Wake-ups are paid for only when someone needs one: a thread switch costs more
         # than the rest of an append + flush on a busy machine. ``_worker_wakes_at`` is
@@ -160,17 +167,54 @@ class ThreadWriteBehind(_QueueState):
             automatic writes are paused (call :meth:`flush` to retry).
         """
         with self._lock:
-            ctrl = self._ctrl
-            while not ctrl.has_room(len(line)):
-                self._room_waiters += 1
-                try:
-                    self._cond.wait()
-                finally:
-                    self._room_waiters -= 1
-            self._enqueued += 1
-            actions = ctrl.enqueue(seq, line, self._clock())
-            if actions:  # most events join a batch whose timer is already armed
-                self._apply(actions)
+            self._wait_for_room(len(line))
+            self._put(seq, line)
+
+    def wait_for_room(self) -> None:
+        """Block while ``max_pending_bytes`` or more are pending; queue nothing.
+
+        With :meth:`put`, a producer that must not hold an event it cannot queue (a
+        session assigns the seq when it commits) waits first and commits after: the
+        pending total then stays below the cap plus one event per producer.
+
+        :raises ValueError: the queue is closed or was aborted.
+        :raises Exception: the pending write failure, when the cap is reached while
+            automatic writes are paused (call :meth:`flush` to retry).
+        """
+        with self._lock:
+            self._wait_for_room(1)
+
+    def put(self, seq: int, line: bytes) -> None:
+        """Queue one line now, whatever the pending total (see :meth:`wait_for_room`).
+
+        :raises EventValidationError: ``seq`` does not follow the previous one.
+        :raises ValueError: the queue is closed or was aborted.
+        """
+        with self._lock:
+            self._put(seq, line)
+
+    def _wait_for_room(self, nbytes: int) -> None:
+        ctrl = self._ctrl
+        while True:
+            self._require_running()
+            if ctrl.has_room(nbytes):
+                return
+            self._room_waiters += 1
+            try:
+                self._cond.wait()
+            finally:
+                self._room_waiters -= 1
+
+    def _put(self, seq: int, line: bytes) -> None:
+        self._require_running()
+        self._enqueued += 1
+        actions = self._ctrl.enqueue(seq, line, self._clock())
+        if actions:  # most events join a batch whose timer is already armed
+            self._apply(actions)
+
+    def _require_running(self) -> None:
+        if self._stopped:
+            raise ValueError("the write-behind queue is closed; no more events are accepted")
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until everything enqueued so far (and meanwhile) is durable.
@@ -196,13 +240,30 @@ class ThreadWriteBehind(_QueueState):
     def close(self, timeout: float | None = None) -> None:
         """Drain the queue, then stop the worker thread; idempotent.
 
-        :raises Exception: the drain failed; the queue stays open and usable.
+        :raises Exception: the drain failed; the queue stays open and usable (retry
+            :meth:`close`, or give up with :meth:`abort`).
         """
         with self._lock:
             if not self._stopped:
                 token, actions = self._ctrl.close(self._clock())
                 self._apply(actions)
                 self._wait(token, timeout)
+        self._thread.join()
+
+    def abort(self) -> None:
+        """Stop the worker without draining; idempotent. Returns once no write is running.
+
+        A write already running ends first (so its file can be closed safely after this);
+        none starts afterwards. Events not yet durable stay in :meth:`pending_items`, and
+        flushes still waiting raise :class:`ValueError`.
+        """
+        with self._lock:
+            self._stopped = True
+            self._write = None  # a write not yet taken never starts
+            self._deadline = None
+            self._cond.notify_all()
+            while self._performing:  # a flusher's thread may be writing, not the worker
+                self._cond.wait()
         self._thread.join()
 
     def __enter__(self) -> ThreadWriteBehind:
@@ -215,10 +276,16 @@ class ThreadWriteBehind(_QueueState):
         if token not in self._results:
             self._flush_waiters += 1
             try:
-                if not self._cond.wait_for(lambda: token in self._results, timeout):
+                if not self._cond.wait_for(
+                    lambda: token in self._results or self._stopped, timeout
+                ):
+                    # Nobody will collect this flush's result: drop it when it comes.
+                    self._abandoned.add(token)
                     raise TimeoutError(f"write-behind flush did not finish within {timeout} s")
             finally:
                 self._flush_waiters -= 1
+            if token not in self._results:
+                raise ValueError("the write-behind queue was aborted before this flush ended")
         error = self._results.pop(token)
         if error is not None:
             raise error
@@ -227,6 +294,8 @@ class ThreadWriteBehind(_QueueState):
         wake = False
         for action in actions:
             if isinstance(action, StartWrite):
+                if self._stopped:
+                    continue  # aborted: the batch stays pending, unwritten
                 self._write = action
                 wake = wake or hand_off
             elif isinstance(action, ArmTimer):
@@ -238,7 +307,10 @@ class ThreadWriteBehind(_QueueState):
                 self._deadline = None  # a sleeping worker finds nothing to do: no wake
             elif isinstance(action, ResolveFlushes):
                 for token in action.tokens:
-                    self._results[token] = action.error
+                    if token in self._abandoned:
+                        self._abandoned.discard(token)
+                    else:
+                        self._results[token] = action.error
                 wake = wake or self._flush_waiters > 0
             elif isinstance(action, ReportBackgroundFailure):
                 _log_background_failure(action)
@@ -251,11 +323,11 @@ class ThreadWriteBehind(_QueueState):
     def _next_write(self) -> StartWrite | None:
         """Wait (lock held) for a write to start, firing timers; None once stopped."""
         while True:
+            if self._stopped:  # after a drain nothing is left; after abort, nothing starts
+                return None
             if self._write is not None:
                 write, self._write = self._write, None
                 return write
-            if self._stopped:
-                return None
             if self._deadline is None:
                 window_s = self._ctrl.window_s
                 if window_s > 0 and self._enqueued != self._enqueued_seen:
@@ -294,6 +366,7 @@ class ThreadWriteBehind(_QueueState):
         ``self._write`` under the lock is its only performer.
         """
         error: BaseException | None = None
+        self._performing += 1
         self._cond.release()
         try:
             self._sink(write.lines, write.first_seq, write.last_seq)
@@ -301,6 +374,9 @@ class ThreadWriteBehind(_QueueState):
             error = caught
         finally:
             self._cond.acquire()
+            self._performing -= 1
+            if self._stopped:
+                self._cond.notify_all()  # abort() may be waiting for this write to end
         now = self._clock()
         if error is None:
             self._apply(self._ctrl.write_succeeded(now))
@@ -339,6 +415,7 @@ class AsyncWriteBehind(_QueueState):
         self._room_waiters: list[asyncio.Future[None]] = []
         self._write_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._aborted = False
 
     def pending_items(self) -> list[tuple[int, bytes]]:
         """``(seq, line)`` of every event not yet durable."""
@@ -349,12 +426,41 @@ class AsyncWriteBehind(_QueueState):
 
         Raises as :meth:`ThreadWriteBehind.enqueue` does.
         """
+        await self._wait_for_room(len(line))
+        self.put(seq, line)
+
+    async def wait_for_room(self) -> None:
+        """Await while ``max_pending_bytes`` or more are pending; queue nothing.
+
+        The asyncio twin of :meth:`ThreadWriteBehind.wait_for_room`: cancelling it leaves
+        the queue as it was.
+        """
+        await self._wait_for_room(1)
+
+    def put(self, seq: int, line: bytes) -> None:
+        """Queue one line now, whatever the pending total (see :meth:`wait_for_room`).
+
+        :raises EventValidationError: ``seq`` does not follow the previous one.
+        :raises ValueError: the queue is closed or was aborted.
+        :raises RuntimeError: called from another event loop than the first one used.
+        """
         loop = self._bind()
-        while not self._ctrl.has_room(len(line)):
+        self._require_running()
+        self._apply(self._ctrl.enqueue(seq, line, loop.time()))
+
+    async def _wait_for_room(self, nbytes: int) -> None:
+        loop = self._bind()
+        while True:
+            self._require_running()
+            if self._ctrl.has_room(nbytes):
+                return
             room: asyncio.Future[None] = loop.create_future()
             self._room_waiters.append(room)
             await room
-        self._apply(self._ctrl.enqueue(seq, line, loop.time()))
+
+    def _require_running(self) -> None:
+        if self._aborted:
+            raise ValueError("the write-behind queue is closed; no more events are accepted")
 
     async def flush(self, timeout: float | None = None) -> None:
         """Return once everything enqueued so far (and meanwhile) is durable.
@@ -369,13 +475,38 @@ class AsyncWriteBehind(_QueueState):
     async def close(self, timeout: float | None = None) -> None:
         """Drain the queue, then stop accepting events; idempotent.
 
-        :raises Exception: the drain failed; the queue stays open and usable.
+        :raises Exception: the drain failed; the queue stays open and usable (retry
+            :meth:`close`, or give up with :meth:`abort`).
         """
         if self._closed:
             return
         loop = self._bind()
         token, actions = self._ctrl.close(loop.time())
         await self._wait(loop, token, actions, timeout)
+
+    async def abort(self) -> None:
+        """Stop writing without draining; idempotent. Returns once no write is running.
+
+        The timer is cancelled and no write starts any more; a write already running in
+        the executor is waited for, even if the awaiting task is cancelled meanwhile (the
+        cancellation is raised afterwards), so its file can be closed safely after this.
+        Events not yet durable stay in :meth:`pending_items`; waiting flushes and producers
+        get :class:`ValueError`.
+        """
+        self._aborted = True
+        self._cancel_timer()
+        cancelled = False
+        while (task := self._write_task) is not None and not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                cancelled = True  # finish waiting first: the write still uses the file
+        aborted = ValueError("the write-behind queue was aborted before this flush ended")
+        for token in list(self._waiters):
+            self._resolve(token, aborted)
+        self._wake_producers()
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def __aenter__(self) -> AsyncWriteBehind:
         return self
@@ -403,18 +534,27 @@ class AsyncWriteBehind(_QueueState):
         self._apply(actions)
         if timeout is None:
             await done
-        else:
+            return
+        try:
             await asyncio.wait_for(asyncio.shield(done), timeout)
+        except BaseException:
+            # The flush goes on without a listener: take its outcome when it comes, so a
+            # later failure is not reported as "Future exception was never retrieved".
+            done.add_done_callback(_consume_outcome)
+            raise
 
     def _apply(self, actions: list[Action]) -> None:
         loop = self._loop
         assert loop is not None
         for action in actions:
             if isinstance(action, StartWrite):
+                if self._aborted:
+                    continue  # the batch stays pending, unwritten
                 self._write_task = loop.create_task(self._write(loop, action))
             elif isinstance(action, ArmTimer):
                 self._cancel_timer()
-                self._timer = loop.call_at(action.deadline, self._on_timer)
+                if not self._aborted:
+                    self._timer = loop.call_at(action.deadline, self._on_timer)
             elif isinstance(action, CancelTimer):
                 self._cancel_timer()
             elif isinstance(action, ResolveFlushes):
@@ -454,6 +594,10 @@ class AsyncWriteBehind(_QueueState):
             self._apply(self._ctrl.write_failed(error, loop.time()))
         else:
             self._apply(self._ctrl.write_succeeded(loop.time()))
+        self._wake_producers()
+
+    def _wake_producers(self) -> None:
+        """Let every producer waiting for room look again."""
         rooms, self._room_waiters = self._room_waiters, []
         for room in rooms:
             if not room.done():

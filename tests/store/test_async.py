@@ -97,7 +97,8 @@ def test_backpressure_awaits_instead_of_raising(tmp_path: Path) -> None:
         async with store.anew("a3", cwd=CWD) as live:
             await live.append("turn/start", {"turn": 1})
             await live.append("step/start", {"turn": 1, "step": 1})
-            big = user("x" * 300, "m-big")
+            # The cap is reached (an event is accepted whole while below it): the next waits.
+            big = user("x" * 800, "m-big")
             await live.append("user/message", big, surface_op="append")
             blocked = asyncio.create_task(
                 live.append("user/message", user("y" * 300, "m-big2"), surface_op="append")
@@ -112,7 +113,7 @@ def test_backpressure_awaits_instead_of_raising(tmp_path: Path) -> None:
             await live.flush()
             assert live.durable_seq == 3
             # Blocked again, then closed: the close still writes the waiting event.
-            await live.append("user/message", user("z" * 300, "m-big3"), surface_op="append")
+            await live.append("user/message", user("z" * 800, "m-big3"), surface_op="append")
             again = asyncio.create_task(
                 live.append("user/message", user("w" * 300, "m-big4"), surface_op="append")
             )
