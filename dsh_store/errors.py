@@ -393,7 +393,9 @@ class NeedsMigrationError(DshStoreError):
     """A log of an older format was asked to take v4 bytes (a repair or an append).
 
     Older logs are never appended to: ``dsh-store migrate`` (or ``JsonlStore.open``)
-    publishes the v4 upgrade beside them, and the upgrade closes an interrupted turn itself.
+    publishes the v4 upgrade beside them. Migration invents no event, so a turn a crash
+    left open is still open in the upgrade; repairing the v4 log closes it (``open`` does
+    that right after publishing).
     """
 
     def __init__(self, path: str, version: int, action: str) -> None:

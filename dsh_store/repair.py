@@ -179,8 +179,8 @@ def repair_file(
 
     Works on any ``.jsonl`` path without a store root. Inside a session directory the
     session lock is taken first, so an open writer makes this fail with
-    :class:`SessionLockedError`. Older formats are refused: migrate them instead (the
-    3->4 edge closes an interrupted turn itself).
+    :class:`SessionLockedError`. Older formats are refused: migrate them first, then
+    repair the published v4 log (migration keeps a crashed turn open, as it was).
 
     Then the publish temps that belong to the log
     (:func:`dsh_store.verify.leftover_temps`) and are stale (their mtime at least

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import os
+import stat
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -116,6 +117,8 @@ class JsonlStore:
             "max_pending_bytes": max_pending_bytes,
         }
         self._clock: Clock = clock or _wall_clock_ms
+        # Log path -> its revision right after this store's last append() to it.
+        self._appended: dict[str, str] = {}
 
     # -- discovery -------------------------------------------------------------------
 
@@ -131,17 +134,16 @@ class JsonlStore:
         return layout.log_path(self.root, session_id, None)
 
     def session_dirs(self) -> Iterator[Path]:
-        """Every session directory under the root (symlinked directories are skipped)."""
-        try:
-            projects = sorted(self.root.iterdir())
-        except FileNotFoundError:
-            return
-        for project in projects:
-            if not project.is_dir() or project.is_symlink():
-                continue
-            for directory in sorted(project.iterdir()):
-                if directory.is_dir() and not directory.is_symlink():
-                    yield directory
+        """Every session directory under the root (symlinked directories are skipped).
+
+        A directory that cannot be listed (permission denied) is skipped like a
+        non-directory: one unreadable entry never hides the rest of the store.
+        """
+        for project in _listing(self.root):
+            if _real_dir(project):
+                for directory in _listing(project):
+                    if _real_dir(directory):
+                        yield directory
 
     def session_logs(self) -> Iterator[Path]:
         """The log of every session directory (its :func:`newest_generation`), in walk order."""
@@ -154,13 +156,9 @@ class JsonlStore:
         """The newest generation log of ``session_id``, or None; duplicates are refused."""
         name = layout.encode_session_id(session_id)
         matches: list[Path] = []
-        try:
-            projects = sorted(self.root.iterdir())
-        except FileNotFoundError:
-            return None
-        for project in projects:
+        for project in _listing(self.root):
             candidate = project / name
-            if candidate.is_dir() and not candidate.is_symlink():
+            if _real_dir(candidate):
                 log = newest_generation(candidate)
                 if log is not None:
                     matches.append(log)
@@ -250,7 +248,12 @@ class JsonlStore:
         return list(inspection.events[from_seq:])
 
     def list(self) -> list[SessionHeader]:
-        """Headers of every stored session (reads first lines only), sorted by id."""
+        """Headers of every stored session (reads first lines only), sorted by id.
+
+        A session whose directory or log cannot be read (permission denied, not a
+        session) is left out rather than failing the listing; ``dsh-store verify``
+        reports such files.
+        """
         return [header for header, _ in self.snapshots()]
 
     def snapshots(self) -> builtins.list[tuple[SessionHeader, str]]:
@@ -260,8 +263,8 @@ class JsonlStore:
             try:
                 scanner = LogScanner(log)
                 info = scanner.read_header()
-            except (NotASessionError, UnsupportedVersionError, FileNotFoundError):
-                continue
+            except (NotASessionError, UnsupportedVersionError, OSError):
+                continue  # not listable (unreadable, vanished): verify reports such files
             if info is None or scanner.stat is None:
                 continue
             header = _header_only(info.value, log)
@@ -408,22 +411,35 @@ class JsonlStore:
             root=self.root,
         )
 
-    def _restore_for_write(self, log: Path, session_id: str) -> Inspection:
+    def _restore_for_write(
+        self, log: Path, session_id: str, *, continuing: bool = False
+    ) -> Inspection:
         """Read, check identity, then make the log a balanced v4 log (lock held).
 
         The identity check comes before any write, so a log filed under the wrong id is
         never repaired; an older log is upgraded by publishing ``session.v4.jsonl``.
+        With ``continuing``, a log exactly as this store's last :meth:`append` left it is
+        returned as read: a turn open there is that append's, not a crash's.
         """
         inspection = self._read(log)
         _check_identity(inspection, session_id)
+        if (
+            continuing
+            and inspection.torn is None
+            and self._appended.get(str(inspection.path)) == inspection.revision
+        ):
+            return inspection
         if inspection.source_version != SESSION_FORMAT_VERSION:
             from .migrate import publish_upgrade
 
             # The same child-session evidence inspect() upgraded with, so the published
             # log is the one inspect showed.
-            return publish_upgrade(
+            published = publish_upgrade(
                 inspection, child_headers=self.migration_children(LogScanner(log).read_header())
             )
+            # Migration invents no event: a turn the crash left open is open in the upgrade
+            # too, and is closed now, as for a v4 log, before the writer resumes.
+            return commit_repair(published)
         return commit_repair(inspection)
 
     def append(self, session_id: str, events: Sequence[SessionEvent]) -> None:
@@ -432,12 +448,17 @@ class JsonlStore:
         The first event's seq must equal the stored next seq (after any crash repair,
         which this commits first) and the batch must be contiguous; the whole log with the
         batch must validate. An empty batch does nothing.
+
+        A turn may span several calls: the crash repair (which closes an open turn) runs
+        only when the log is not exactly as this store object's previous append left it,
+        i.e. on its first append to the session, or after any other change to the file.
         """
+        layout.check_session_id(session_id)  # a bad id is refused even with nothing to add
         if not events:
             return
         log = self._require(session_id)
         with SessionLock(log.parent, session_id):
-            inspection = self._restore_for_write(log, session_id)
+            inspection = self._restore_for_write(log, session_id, continuing=True)
             expected = len(inspection.events)
             for index, event in enumerate(events):
                 if event.seq != expected + index:
@@ -457,6 +478,7 @@ class JsonlStore:
                 writer.append(
                     [event.line for event in events], expected, expected + len(events) - 1
                 )
+            self._appended[str(inspection.path)] = revision_of(os.stat(inspection.path))
 
     def fork(
         self, session_id: str, boundary: int | None = None, child_id: str | None = None
@@ -491,6 +513,22 @@ class JsonlStore:
                 path, header.encode(), [event.line for event in seed], session_id=child
             ).close()
         return child
+
+
+def _listing(directory: Path) -> builtins.list[Path]:
+    """The entries of ``directory``, sorted; none when it cannot be listed."""
+    try:
+        return sorted(directory.iterdir())
+    except OSError:
+        return []
+
+
+def _real_dir(path: Path) -> bool:
+    """A directory that is not a symlink; False also when it cannot be looked at."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def newest_generation(directory: Path) -> Path | None:

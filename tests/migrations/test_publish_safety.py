@@ -203,3 +203,25 @@ def test_store_open_publishes_the_log_inspect_showed(tmp_path: Path) -> None:
     # open() published what migrate_store publishes, then resumed after it
     assert published.read_bytes().startswith(expected)
     assert read_log(published).events[: len(shown.events)] == shown.events
+
+
+def test_store_open_of_an_older_session_with_an_open_turn_resumes_on_a_balanced_log(
+    tmp_path: Path,
+) -> None:
+    log = parent_log(tmp_path)
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:-2]))  # a crash before the step/end and turn/end
+    store = JsonlStore(tmp_path)
+    shown = store.inspect(PARENT_ID)
+    assert shown.classification == "open-turn"
+    closers = [event.type for event in shown.closers]
+    assert closers[-1] == "turn/end"
+    at = len(shown.events)
+    with store.open(PARENT_ID) as live:
+        types = [event.type for event in live.session.events]
+        assert types[at : at + len(closers)] == closers  # closed before the writer resumed
+        assert types[at + len(closers) :] == ["session/end-seed"]
+        live.append("turn/start", {"turn": 2})  # a new turn can start
+    published = read_log(log.with_name("session.v4.jsonl"))
+    assert [event.type for event in published.events][at : at + len(closers)] == closers
+    assert published.events[-1].type == "turn/start"  # only the new turn 2 is open

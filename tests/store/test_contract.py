@@ -459,3 +459,71 @@ def test_committed_bytes_are_never_rewritten(tmp_path: Path) -> None:
     (sidecar,) = sidecars(path)
     assert sidecar.name == f"session.v4.jsonl.torn-{cut}"
     assert sidecar.read_bytes() == old[cut:]
+
+
+def test_store_append_continues_its_own_open_turn_across_calls(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    _one_turn(store)
+    first = len(store.inspect("s1").events)
+    store.append(
+        "s1",
+        [
+            _event("turn/start", first, {"turn": 2}),
+            _event("step/start", first + 1, {"turn": 2, "step": 1}),
+        ],
+    )
+    # The turn left open by that call is not a crash: the next call continues it.
+    store.append("s1", [_event("step/end", first + 2, {"turn": 2, "step": 1})])
+    store.append(
+        "s1", [_event("turn/end", first + 3, {"turn": 2, "reason": {"kind": "completed"}})]
+    )
+    types = [event.type for event in store.inspect("s1").events][first:]
+    assert types == ["turn/start", "step/start", "step/end", "turn/end"]
+
+    # Another store object (another process) sees an open turn it did not write: a crash.
+    store.append("s1", [_event("turn/start", first + 4, {"turn": 3})])
+    other = make_store(tmp_path)
+    other.append("s1", [_event("turn/start", first + 6, {"turn": 4})])
+    types = [event.type for event in other.inspect("s1").events][first + 4 :]
+    assert types == ["turn/start", "turn/end", "turn/start"]  # turn 3 closed as interrupted
+    # After that change by someone else, this store too treats turn 4 as a crash.
+    store.append("s1", [_event("turn/start", first + 8, {"turn": 5})])
+    types = [event.type for event in store.inspect("s1").events][first + 6 :]
+    assert types == ["turn/start", "turn/end", "turn/start"]
+
+
+def test_unreadable_entries_do_not_hide_the_rest_of_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(tmp_path)
+    good = _one_turn(store, "good")
+    with store.new("locked-out", cwd="/elsewhere") as live:
+        complete_turn(live, 1)
+        hidden_project = live.path.parent.parent
+    with store.new("unreadable-log", cwd="/third") as live:
+        complete_turn(live, 1)
+        unreadable = live.path
+    real_iterdir, real_open, real_lstat = Path.iterdir, os.open, os.lstat
+
+    def iterdir(self: Path) -> Any:
+        if self == hidden_project:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_iterdir(self)
+
+    def open_(path: Any, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == str(unreadable):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    def lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if Path(os.fspath(path)).parent == hidden_project:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(os, "lstat", lstat)
+    assert [header.id for header in store.list()] == ["good"]
+    assert store.inspect("good").path == good  # another project's denial is not in the way
+    with pytest.raises(SessionNotFoundError):
+        store.inspect("locked-out")
