@@ -135,6 +135,37 @@ class _LiveViews:
         """Events appended in memory but not known durable (e.g. after a failed write)."""
         return self._handle.unwritten(self._queue.durable_seq)
 
+    def _require_accepting(self) -> None:
+        raise NotImplementedError
+
+    def _commit(
+        self,
+        type: str,
+        data: Any,
+        surface_op: Any,
+        source_event_seqs: Sequence[int] | None,
+        ignorable: bool,
+    ) -> SessionEvent:
+        """Commit one event to the session and queue it (the order lock is held, room made)."""
+        self._require_accepting()
+        event = self._handle.session.append(
+            type,
+            data,
+            surface_op=surface_op,
+            source_event_seqs=source_event_seqs,
+            ignorable=ignorable,
+        )
+        self._queue.put(event.seq, event.line)
+        return event
+
+    def _commit_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
+        """:meth:`_commit` for a batch: all validated first, then all queued."""
+        self._require_accepting()
+        events = self._handle.session.append_many(inputs)
+        for event in events:
+            self._queue.put(event.seq, event.line)
+        return events
+
 
 class LiveSession(_LiveViews):
     """A session open for writing (sync API): appends return at once, writes batch behind.
@@ -181,27 +212,14 @@ class LiveSession(_LiveViews):
         self._require_open()
         self._queue.wait_for_room()
         with self._order:
-            self._require_accepting()
-            event = self._handle.session.append(
-                type,
-                data,
-                surface_op=surface_op,
-                source_event_seqs=source_event_seqs,
-                ignorable=ignorable,
-            )
-            self._queue.put(event.seq, event.line)
-        return event
+            return self._commit(type, data, surface_op, source_event_seqs, ignorable)
 
     def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
         """Validate all inputs first, then append them together (all or nothing)."""
         self._require_open()
         self._queue.wait_for_room()
         with self._order:
-            self._require_accepting()
-            events = self._handle.session.append_many(inputs)
-            for event in events:
-                self._queue.put(event.seq, event.line)
-        return events
+            return self._commit_many(inputs)
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until every event appended so far (and meanwhile) is durable.
@@ -323,16 +341,7 @@ class AsyncLiveSession(_LiveViews):
         await self._start()
         async with self._order:
             await self._queue.wait_for_room()
-            self._require_accepting()
-            event = self._handle.session.append(
-                type,
-                data,
-                surface_op=surface_op,
-                source_event_seqs=source_event_seqs,
-                ignorable=ignorable,
-            )
-            self._queue.put(event.seq, event.line)
-        return event
+            return self._commit(type, data, surface_op, source_event_seqs, ignorable)
 
     async def append_many(
         self, inputs: Iterable[EventInput | tuple[Any, ...]]
@@ -342,11 +351,7 @@ class AsyncLiveSession(_LiveViews):
         await self._start()
         async with self._order:
             await self._queue.wait_for_room()
-            self._require_accepting()
-            events = self._handle.session.append_many(inputs)
-            for event in events:
-                self._queue.put(event.seq, event.line)
-        return events
+            return self._commit_many(inputs)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Return once every event appended so far (and meanwhile) is durable.
