@@ -97,7 +97,11 @@ def iter_log_files(
         yield start
         return
     root = os.path.realpath(start)
-    for directory, subdirs, files in os.walk(start, followlinks=False):
+    # A directory that cannot be listed is yielded itself, so that it is reported (as
+    # unreadable) instead of its logs going unchecked without a word.
+    unlistable: list[OSError] = []
+    for directory, subdirs, files in os.walk(start, followlinks=False, onerror=unlistable.append):
+        yield from _drain_unlistable(unlistable)
         subdirs.sort()
         if orphans is not None:
             orphans.extend(orphan_temps_in(directory, files))
@@ -107,11 +111,19 @@ def iter_log_files(
         for name in logs:
             if name in generations and name != newest:
                 continue
-            candidate = os.path.join(directory, name)
+            candidate = clean_path(os.path.join(directory, name))  # "./x" is spelled "x"
             # realpath never raises (a loop stays inside), unlike Path.resolve.
             if os.path.islink(candidate) and not _inside(os.path.realpath(candidate), root):
                 continue
             yield candidate
+    yield from _drain_unlistable(unlistable)
+
+
+def _drain_unlistable(errors: list[OSError]) -> Iterator[str]:
+    while errors:
+        error = errors.pop(0)
+        if error.filename is not None:
+            yield clean_path(error.filename)
 
 
 def clean_path(path: str | os.PathLike[str]) -> str:
@@ -194,7 +206,21 @@ def map_files(
 
 
 def examine_file(path: str) -> FileReport:
-    """:func:`dsh_store.restore.examine`, with an unexpected failure naming the file."""
+    """:func:`dsh_store.restore.examine`, with an unexpected failure naming the file.
+
+    A directory here is one the walk could not list (:func:`iter_log_files`): it is
+    reported ``not-a-session`` with an ``unreadable`` finding, since its logs went unchecked.
+    """
+    if os.path.isdir(path):
+        try:
+            with os.scandir(path):
+                pass
+        except OSError as error:
+            message = (
+                f"cannot list this directory: {error.strerror or error}; the logs in it "
+                "were not checked"
+            )
+            return FileReport(path, "not-a-session", None, None, (Finding("unreadable", message),))
     try:
         return examine(path)
     except DshStoreError:
@@ -299,7 +325,7 @@ def orphan_temps_in(directory: str, names: Iterable[str]) -> list[LeftoverTemp]:
     for name in sorted(present):
         if layout.temp_final_name(name) is None or layout.temp_owner(name, present) is not None:
             continue
-        where = os.path.join(directory, name)
+        where = clean_path(os.path.join(directory, name))
         with contextlib.suppress(OSError):  # vanished meanwhile: nothing left over
             info = os.lstat(where)
             if stat.S_ISREG(info.st_mode):

@@ -110,6 +110,20 @@ def main(context: click.Context, debug: bool) -> None:
       dsh-store demo
     """
     context.obj = {"debug": debug}
+    _escape_unencodable_output()
+
+
+def _escape_unencodable_output() -> None:
+    """Print what the terminal's encoding cannot hold as backslash escapes, not a crash.
+
+    File names that are not valid UTF-8 reach Python as lone surrogates; a strict stream
+    would raise on them, and a ``surrogateescape`` one (the C locale) would emit raw
+    bytes that break ``--json``. ``\\udcff`` is readable text and a valid JSON escape.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) != "backslashreplace":
+            reconfigure(errors="backslashreplace")
 
 
 def run() -> None:

@@ -30,11 +30,21 @@ _PROGRESS_MIN_FILES = 5
 
 
 def existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Require every PATH to exist as a name (a broken symlink is reported, not rejected)."""
+    """Require every PATH to exist as a name (a broken symlink is reported, not rejected).
+
+    Only a name that is really absent is a usage error: one that cannot be looked at
+    (permission denied) goes on, so the command reports it as unreadable with the rest.
+    """
     values = value if isinstance(value, tuple) else (value,)
     for path in values:
-        if path is not None and not os.path.lexists(path):
-            raise click.BadParameter(f"{path} does not exist", context, param)
+        if path is None:
+            continue
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            raise click.BadParameter(f"{path} does not exist", context, param) from None
+        except OSError:
+            pass
     return value
 
 
@@ -51,7 +61,10 @@ def one_log(path: str) -> str:
         fail(str(error), EXIT_USAGE)
 
 
-PATHS = click.argument("paths", nargs=-1, required=True, type=click.Path(), callback=existing)
+# readable=False: an unreadable file is the command's finding to report, not a usage error.
+PATHS = click.argument(
+    "paths", nargs=-1, required=True, type=click.Path(readable=False), callback=existing
+)
 """The PATH... argument of verify, migrate and repair: a tuple of ``str``, each existing."""
 JOBS = click.option(
     "--jobs",
@@ -61,6 +74,19 @@ JOBS = click.option(
     show_default=True,
     help="Worker processes for multi-file work.",
 )
+
+
+_verdict = EXIT_OK
+
+
+def set_verdict(code: int) -> None:
+    """Record the exit code a command has decided before it prints its results.
+
+    If the reader of stdout goes away while they are printed (``verify ... | head``), the
+    command still exits with this code instead of 0, so a pipe never hides a failure.
+    """
+    global _verdict
+    _verdict = code
 
 
 def fail(message: str, code: int = EXIT_FINDINGS) -> NoReturn:
@@ -92,9 +118,10 @@ def guarded(command: F) -> F:
         except KeyboardInterrupt:
             fail("interrupted; no file was left half-written", EXIT_INTERRUPTED)
         except BrokenPipeError:
-            # The reader went away (``dsh-store cat ... | head``): not an error.
+            # The reader went away (``dsh-store cat ... | head``): not an error in itself,
+            # but a verdict reached before the output was cut still decides the exit code.
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the exit flush
-            sys.exit(EXIT_OK)
+            sys.exit(_verdict)
         except (click.ClickException, click.exceptions.Exit, SystemExit):
             raise
         except (DshStoreError, OSError) as error:

@@ -18,6 +18,7 @@ from ._common import (
     fail,
     guarded,
     progress,
+    set_verdict,
     style,
 )
 
@@ -85,14 +86,16 @@ def migrate(
         fail(str(error), EXIT_USAGE)
     except MigrationOptionsError as error:
         raise click.UsageError(str(error)) from None
+    changes = any(result.status in ("migrated", "would-migrate") for result in results)
+    refused = any(result.status == "refused" for result in results)
+    code = EXIT_FINDINGS if refused or (check and changes) else EXIT_OK
+    set_verdict(code)
     if as_json:
         echo_json(migrate_json(results))
     else:
         for line in _migration_table(results):
             click.echo(line)
-    changes = any(result.status in ("migrated", "would-migrate") for result in results)
-    refused = any(result.status == "refused" for result in results)
-    sys.exit(EXIT_FINDINGS if refused or (check and changes) else EXIT_OK)
+    sys.exit(code)
 
 
 def migrate_json(results: Sequence[MigrationResult]) -> dict[str, Any]:

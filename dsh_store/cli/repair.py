@@ -18,6 +18,7 @@ from ._common import (
     fail,
     guarded,
     progress,
+    set_verdict,
     style,
 )
 
@@ -80,12 +81,13 @@ def repair(
         results = repair_paths(paths, dry_run=dry_run, jobs=jobs, progress=progress("repairing"))
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)
+    refused = any(result["status"] == "refused" for result in results)
+    set_verdict(EXIT_FINDINGS if refused else EXIT_OK)
     if as_json:
         echo_json({"results": results})
     else:
         for result in results:
             click.echo(_repair_text(result))
-    refused = any(result["status"] == "refused" for result in results)
     sys.exit(EXIT_FINDINGS if refused else EXIT_OK)
 
 

@@ -22,6 +22,7 @@ from ._common import (
     fail,
     guarded,
     progress,
+    set_verdict,
     style,
 )
 
@@ -95,6 +96,7 @@ def verify(
     }
     if strict:
         failures.update(temp.path for temp in orphans)
+    set_verdict(EXIT_FINDINGS if failures else EXIT_OK)
     fmt = "json" if as_json else output_format
     if fmt == "json":
         echo_json(verify_json(reports, orphans))
