@@ -45,6 +45,7 @@ from .rows import (
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
+    "MAX_HEADER_BYTES",
     "Finding",
     "LogScanner",
     "ScannedRow",
@@ -54,6 +55,8 @@ __all__ = [
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 """Bytes per read; memory use is about one chunk plus the longest line."""
+MAX_HEADER_BYTES = 1 << 20
+"""Longest first line :meth:`LogScanner.read_header` accepts as a session header (1 MiB)."""
 
 _TURN_END_MARK = b'"turn/end"'
 _PACKED = PACKED_ROW_TYPES
@@ -177,6 +180,10 @@ class LogScanner:
     def read_header(self) -> HeaderInfo | None:
         """Read and decode only the first line; None for an empty file.
 
+        The read is bounded: a first line longer than :data:`MAX_HEADER_BYTES` is not a
+        session header (real ones are a few hundred bytes), so listing or classifying a
+        store never reads a huge file whole.
+
         Raises NotASessionError / UnsupportedVersionError like :meth:`rows`.
         """
         self._reset()
@@ -185,7 +192,7 @@ class LogScanner:
             if self._file_size == 0:
                 return None
             parts: list[bytes] = []
-            remaining = self._file_size
+            remaining = min(self._file_size, MAX_HEADER_BYTES + 1)
             step = min(self._chunk_size, 64 * 1024)
             while remaining > 0:
                 block = self._read(fd, min(step, remaining))
@@ -199,6 +206,10 @@ class LogScanner:
                 parts.append(block)
         finally:
             os.close(fd)
+        if sum(map(len, parts)) > MAX_HEADER_BYTES:
+            raise NotASessionError(
+                self.path, f"the first line is longer than {MAX_HEADER_BYTES} bytes: no header"
+            )
         self._header = self._read_header_line(b"".join(parts))
         self._findings.extend(self._header.findings)
         return self._header

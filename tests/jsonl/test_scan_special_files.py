@@ -22,7 +22,7 @@ import pytest
 
 import dsh_store
 from dsh_store.errors import NotASessionError
-from dsh_store.jsonl.scan import LogScanner
+from dsh_store.jsonl.scan import MAX_HEADER_BYTES, LogScanner
 from dsh_store.restore import classify, examine, read_log
 from dsh_store.store import repair_file, salvage_file
 
@@ -211,3 +211,22 @@ def test_a_failed_read_names_the_file(tmp_path: Path, monkeypatch: pytest.Monkey
         assert caught.value.errno == errno.EIO
         assert caught.value.filename == str(path)
         assert str(path) in str(caught.value)
+
+
+def test_a_first_line_longer_than_the_header_bound_is_refused_without_reading_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "session.v4.jsonl"
+    log.write_bytes(b'{"type":"session","pad":"' + b"x" * (3 * MAX_HEADER_BYTES) + b'"}\n')
+    read: list[int] = []
+    real_read = os.read
+
+    def counting(fd: int, size: int) -> bytes:
+        block = real_read(fd, size)
+        read.append(len(block))
+        return block
+
+    monkeypatch.setattr(os, "read", counting)
+    with pytest.raises(NotASessionError, match="longer than"):
+        LogScanner(log).read_header()
+    assert sum(read) <= MAX_HEADER_BYTES + 64 * 1024
