@@ -241,17 +241,48 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
             dry_run=request.dry_run,
         )
     except (DshStoreError, OSError) as error:
-        return MigrationResult(source, "refused", header_version(source), reason=_one_line(error))
+        reason = _one_line(error, source=source)
+        return MigrationResult(source, "refused", header_version(source), reason=reason)
     if loose_dry_run and result.status == "would-migrate":
         result = replace(result, target=None)
     return result
 
 
-def _one_line(error: BaseException) -> str:
+def _one_line(error: BaseException, *, source: Path | None = None) -> str:
+    """A refusal reason on one line; an ``OSError`` says what failed on which path."""
     if isinstance(error, OSError) and not isinstance(error, DshStoreError):
-        where = f"{error.filename}: " if error.filename else ""
-        return f"{where}cannot read: {error.strerror or error}"
+        return _os_reason(error, source)
     return " ".join(str(error).split())
+
+
+def _os_reason(error: OSError, source: Path | None) -> str:
+    """``cannot write OUT: ...`` / ``cannot read SOURCE: ...`` / ``PATH: ...``.
+
+    A publish temp (``<final>.<hex>.tmp``) is named by the file it was to become, since
+    the temp itself never outlives the failure. The destination of a two-path call
+    (link, rename: ``filename2``) is what could not be written. ``source`` is only ever
+    read by a migration, so an error on it is a read error.
+    """
+    what = error.strerror or str(error)
+    if error.filename2 is not None:
+        return f"cannot write {_user_path(error.filename2)}: {what}"
+    if error.filename is None:
+        return what
+    name = os.fsdecode(error.filename)
+    shown = _user_path(name)
+    if shown != name:
+        return f"cannot write {shown}: {what}"
+    if source is not None and os.path.normpath(name) == os.path.normpath(source):
+        return f"cannot read {name}: {what}"
+    return f"{name}: {what}"
+
+
+def _user_path(name: str | bytes | int) -> str:
+    """The path a user named: a publish temp stands for its final file."""
+    text = os.fsdecode(name) if isinstance(name, str | bytes) else str(name)
+    directory, base = os.path.split(text)
+    final = layout.temp_final_name(base)
+    return text if final is None else os.path.join(directory, final)
 
 
 def repair_paths(

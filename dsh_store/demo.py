@@ -28,10 +28,30 @@ from typing import Any
 
 from .errors import DshStoreError
 
-__all__ = ["record_session", "run_demo"]
+__all__ = ["DemoRootError", "record_session", "run_demo"]
 
 SESSION_ID = "demo-session"
 READY = "READY"
+
+
+class DemoRootError(DshStoreError):
+    """The directory given to work in exists and is not empty (the demo never reuses one)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {reason}; pass a new or empty directory as --root")
+
+
+def _require_new_or_empty(base: Path) -> None:
+    """Refuse a root that exists and holds anything: a rerun or a user's own folder."""
+    try:
+        with os.scandir(base) as entries:
+            if next(entries, None) is not None:
+                raise DemoRootError(str(base), "the directory is not empty")
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise DemoRootError(str(base), "not a directory") from None
 
 
 def _text(text: str) -> list[dict[str, Any]]:
@@ -188,22 +208,30 @@ def record_session(root: Path, session_id: str, *, announce: Callable[[str], Non
 def run_demo(root: str | os.PathLike[str] | None, *, echo: Callable[[str], None]) -> int:
     """Run the whole demo in ``root`` (default: a new temp dir); return the exit code.
 
-    ``root`` must not already hold a demo (the session id is fixed); everything the demo
-    writes stays under it.
+    ``root`` must be missing or an empty directory, so that a rerun or a folder of the
+    user's is never written to; everything the demo writes stays under it. ``echo``
+    gets the report, one line per call.
+
+    :raises DemoRootError: ``root`` exists and is not an empty directory (nothing written).
+    :raises DshStoreError: the recording child failed before the crash point.
     """
     from .store import JsonlStore
     from .verify import counts_as_failure, verify_paths
 
-    base = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="dsh-store-demo-"))
+    if root is not None:
+        base = Path(root)
+        _require_new_or_empty(base)
+    else:
+        base = Path(tempfile.mkdtemp(prefix="dsh-store-demo-"))
     store_root = base / "sessions"
-    if store_root.exists():
-        raise DshStoreError(f"{store_root} already exists; pass a new or empty --root")
     echo(f"dsh-store demo, working in {base}")
     echo("1. record: a child process writes a two-turn agent session (batched writer)")
     outcome = _record_and_kill(store_root)
     if outcome is not None:
-        echo(f"   the recorder failed before the crash point: {outcome}")
-        return 1
+        raise DshStoreError(
+            f"the demo's recording child failed before the crash point: {outcome}; "
+            f"files left in {base}"
+        )
     echo("2. crash: SIGKILL while the tool of turn 2 runs (its result was never logged)")
 
     store = JsonlStore(store_root)

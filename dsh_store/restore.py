@@ -452,7 +452,11 @@ def classify(path: str | os.PathLike[str]) -> str:
 
 
 def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A header's version as reported: a format version is an integer >= 0, else None
+    (the finding says what the header holds)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 # ``restore.Inspection`` stays importable; it lives in its own module so that

@@ -7,7 +7,8 @@ functions return (documented in docs/cli.md and docs/schemas/). Nothing here wri
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,15 @@ __all__ = [
     "iter_v4_lines",
     "list_store",
     "one_log_file",
+    "printable",
     "session_row",
+    "stream_v4_lines",
     "summarize",
 ]
 
 _TAIL_BYTES = 64 * 1024
+_HEADER_READ = frozenset({"current", "needs-migration", "torn-tail"})
+"""Statuses of a row whose header line was read (its id, cwd and created are known)."""
 _MESSAGE_PREVIEW = 200
 
 
@@ -37,6 +42,18 @@ class NotASessionDirectoryError(DshStoreError):
     def __init__(self, path: str, reason: str, instead: str) -> None:
         self.path = path
         super().__init__(f"{path}: not a session directory: {reason}; {instead}")
+
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe for a terminal: C0 and C1 control characters and DEL (except tab)
+    become ``\\xNN``, so log content (a cwd, a message) cannot move the cursor, clear
+    the screen or retitle the window. For one line of text output; JSON output, whose
+    strings are escaped by the encoder, does not need it.
+    """
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def one_log_file(path: str | os.PathLike[str]) -> str:
@@ -62,7 +79,7 @@ def one_log_file(path: str | os.PathLike[str]) -> str:
     # The walk lists the directory's own logs first; at most one of them is a generation
     # (the newest), so the first log found in a subdirectory ends the search.
     for log in iter_log_files(text):
-        if os.path.dirname(log) != top:
+        if (os.path.dirname(log) or os.curdir) != top:
             deeper = log
             break
         if layout.generation_version(os.path.basename(log)) is not None:
@@ -179,7 +196,12 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise NotADirectoryError(20, "store root is not a directory", str(base))
     from .store import JsonlStore
 
-    rows: list[dict[str, Any]] = [session_row(log) for log in JsonlStore(base).session_logs()]
+    rows: list[dict[str, Any]] = []
+    for log in JsonlStore(base).session_logs():
+        row = session_row(log)
+        if row["id"] is None and row["status"] in _HEADER_READ:
+            continue  # a header without a string id names no session: not listable
+        rows.append(row)
     rows.sort(key=lambda row: (str(row["id"]), row["path"]))
     return rows
 
@@ -191,6 +213,11 @@ def session_row(log: Path) -> dict[str, Any]:
     (None when that line is unreadable). ``status``: ``current`` or ``needs-migration``
     by header version; ``torn-tail`` when the file does not end with a newline;
     ``unsupported-version`` / ``not-a-session`` / ``unreadable`` when the header says so.
+
+    Every value has its documented type (docs/schemas/list.schema.json): a header ``id``
+    or ``cwd`` that is not a string, or a ``createdAt`` that is not an integer, is None;
+    ``events`` is None rather than negative. :func:`list_store` skips a row whose header
+    was read but has no string id.
     """
     row: dict[str, Any] = {
         "id": None,
@@ -214,9 +241,9 @@ def session_row(log: Path) -> dict[str, Any]:
         row["status"] = "empty"
         return row
     row.update(
-        id=info.value.get("id"),
-        cwd=info.value.get("cwd"),
-        created=info.value.get("createdAt"),
+        id=_str_or_none(info.value.get("id")),
+        cwd=_str_or_none(info.value.get("cwd")),
+        created=_int_or_none(info.value.get("createdAt")),
         version=info.version,
         status="current" if info.version == layout.CURRENT_VERSION else "needs-migration",
     )
@@ -229,6 +256,14 @@ def session_row(log: Path) -> dict[str, Any]:
     if not clean_end:
         row["status"] = "torn-tail"
     return row
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _tail_facts(log: Path, header_size: int) -> tuple[int | None, bool]:
@@ -264,28 +299,78 @@ def _next_seq(value: Any) -> int | None:
             count = packed_row_count(value)
         except (KeyError, TypeError):
             return None
-        return first + count if isinstance(first, int) else None
-    seq = value.get("seq")
-    return seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else None
+        first = _int_or_none(first)
+        return first + count if first is not None and first >= 0 and count >= 0 else None
+    seq = _int_or_none(value.get("seq"))
+    return seq + 1 if seq is not None and seq >= 0 else None
 
 
 def iter_v4_lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, int, bytes]]:
-    """``(type, seq, line)`` of every committed event as v4 JSONL, streaming.
+    """``(type, seq, line)`` of every committed event as v4 JSONL, after checking the log.
 
-    A v4 log streams its own lines; an older log is upgraded event by event. The torn
-    tail is never included; committed corruption raises :class:`CorruptLogError` when the
-    scan reaches it (after the rows before it were yielded).
+    The whole log is first checked as a restore checks it (header, every event, the
+    lifecycle, surface and seeded-marker rules; see :func:`stream_v4_lines`), keeping no
+    event; then it is read again and its lines are yielded. So a log with committed
+    corruption raises before anything is yielded. ``dsh-store cat`` streams in one pass
+    with :func:`stream_v4_lines` instead.
+
+    :raises CorruptLogError: committed corruption (a bad line, header or event).
+    :raises MigrationRefusedError: an older log that cannot be upgraded faithfully.
+    :raises NotASessionError: the first line is not a session header.
     """
-    scanner = LogScanner(path)
-    info = scanner.read_header()
-    if info is None:
+    count = stream_v4_lines(path, lambda _type, _seq, _line: None)
+    if count is None:
         return
-    if info.version == layout.CURRENT_VERSION:
-        for row in scanner.rows():
-            yield row.value["type"], row.first_seq, row.raw + b"\n"
-        return
-    from .migrate import upgrade
+    from itertools import islice
 
-    _, events = upgrade(info.value, (row.value for row in scanner.rows()), path=str(path))
-    for event in events:
+    from .restore import _open_events
+
+    _, _, _, events = _open_events(path, None)
+    for event in islice(events, count):  # not what a writer appended since the check
         yield event.type, event.seq, event.line
+
+
+def stream_v4_lines(
+    path: str | os.PathLike[str], emit: Callable[[str, int, bytes], object]
+) -> int | None:
+    """Call ``emit(type, seq, line)`` for every committed event as v4 JSONL, streaming.
+
+    Each event is checked as a restore checks it (the scanner's framing, the header, the
+    event's envelope and payload, the lifecycle and surface rules: the checks of
+    :func:`dsh_store.restore.examine`, reused) and emitted only once it passed, so the
+    first bad event stops the stream with the typed error naming the path, line, byte
+    offset and seq; the events before it were emitted, none after it. The rule that ties
+    the header's ``isSeeded`` to an inherited ``session/end-seed`` marker can only be
+    decided at the end of the log, so it raises after the last event. An older log is
+    upgraded event by event. The torn tail is never emitted. Returns the number of
+    events, or None for an empty (0-byte) file, which emits nothing.
+
+    :raises CorruptLogError: committed corruption (a bad line, header or event).
+    :raises MigrationRefusedError: an older log that cannot be upgraded faithfully.
+    :raises NotASessionError: the first line is not a session header.
+    :raises UnsupportedVersionError: a newer (or invalid) format version.
+    """
+    from .errors import EventValidationError, NotASessionError
+    from .restore import _model_error, _open_events, check_stream_session, corruption_first
+
+    log = os.fspath(path)
+    scanner = LogScanner(log)
+    try:
+        _, version, header, events = _open_events(log, None, scanner)
+    except NotASessionError:
+        if scanner.empty:
+            return None
+        raise
+
+    def admitted() -> Iterator[Any]:
+        for event in events:
+            yield event
+            # The check asks for the next event only once this one was admitted.
+            emit(event.type, event.seq, event.line)
+
+    with corruption_first(log, scanner):
+        try:
+            checked = check_stream_session(header, admitted())
+        except EventValidationError as error:
+            raise _model_error(error, log, version) from None
+    return checked.seq

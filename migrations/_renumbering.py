@@ -158,6 +158,10 @@ class RenumberingStage:
 
     # -- helpers ----------------------------------------------------------------------
 
+    def source_seq(self, target: int) -> int | None:
+        """The source seq of target event ``target``; ``None`` for one this edge made."""
+        return self._shift.source_of(target, self._next_source_seq)
+
     def _take_target_seq(self) -> int:
         seq = self._next_target_seq
         self._next_target_seq += 1

@@ -68,6 +68,21 @@ class SeqShift:
         """The target seq of the already-seen source event ``source_seq``."""
         return source_seq + bisect_right(self._breaks, source_seq)
 
+    def source_of(self, target: int, seen: int) -> int | None:
+        """The source seq (below ``seen``) whose target is ``target``; ``None`` for an
+        inserted event (or one appended after the last source event)."""
+        low, high = max(0, target - len(self._breaks)), min(target, seen - 1)
+        while low <= high:  # target() is strictly increasing in the source seq
+            middle = (low + high) // 2
+            mapped = self.target(middle)
+            if mapped == target:
+                return middle
+            if mapped < target:
+                low = middle + 1
+            else:
+                high = middle - 1
+        return None
+
     def remap(self, value: object, current_seq: int, field: str) -> int:
         """Map one reference held by source event ``current_seq``.
 

@@ -65,6 +65,18 @@ class SeqMap:
         target = self._target_starts[position]
         return CONSUMED if target == CONSUMED else target + offset
 
+    def source_of(self, target: int) -> int | None:
+        """The source seq that went to ``target``, or ``None`` (an event the edge made).
+
+        A linear walk over the runs: used only to name the source of a refused event.
+        """
+        for source, start, length in zip(
+            self._source_starts, self._target_starts, self._lengths, strict=True
+        ):
+            if start != CONSUMED and start <= target < start + length:
+                return source + target - start
+        return None
+
 
 def expand_seq_list(value: object, below: int) -> list[int] | None:
     """Decode a ``sourceEventSeqs``-style list that may hold ``[start, end]`` range pairs.

@@ -143,6 +143,10 @@ class V0ToV1Stage(EarlyStage):
         """How many surface-node message ids the stage currently remembers."""
         return len(self._surface_ids)
 
+    def source_seq(self, target: int) -> int | None:
+        """Seqs are kept by this edge: the source seq of ``target`` is ``target``."""
+        return target
+
     def feed(self, event: Row) -> Iterable[Row]:
         """Normalize one format-0 row; returns exactly one format-1 row."""
         # An ordinary chunk row passes every rule of _normalize unchanged (a rename, a

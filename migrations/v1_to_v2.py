@@ -168,6 +168,10 @@ class V1ToV2Stage(EarlyStage):
         self._open_step: int | None = None
         self._after_restart_splice = False
 
+    def source_seq(self, target: int) -> int | None:
+        """The source seq of target event ``target``; ``None`` for one this edge made."""
+        return self._map.source_of(target)
+
     @property
     def buffered_events(self) -> int:
         """Source events currently held back (pending chunks plus held events)."""

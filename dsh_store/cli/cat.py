@@ -10,7 +10,7 @@ from ._common import existing, guarded, one_log
 
 
 @click.command()
-@click.argument("path", type=click.Path(), callback=existing)
+@click.argument("path", type=click.Path(readable=False), callback=existing)
 @click.option(
     "--from-seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq."
 )
@@ -30,11 +30,17 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
       dsh-store cat session.v4.jsonl --from-seq 100 | jq .type
       dsh-store cat ~/.dsh/sessions/_no-cwd/s1 --type turn/end
     """
-    from ..summary import iter_v4_lines
+    from ..summary import stream_v4_lines
 
     out = sys.stdout.buffer
     wanted = set(types)
-    for event_type, seq, line in iter_v4_lines(one_log(path)):
+
+    def emit(event_type: str, seq: int, line: bytes) -> None:
         if seq >= from_seq and (not wanted or event_type in wanted):
             out.write(line)
-    out.flush()
+
+    try:
+        stream_v4_lines(one_log(path), emit)
+    finally:
+        # What was checked and printed before a defect stays printed.
+        out.flush()

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._common import guarded
+from ._common import EXIT_USAGE, fail, guarded
 
 
 @click.command()
@@ -19,14 +19,19 @@ from ._common import guarded
 def demo(root: str | None) -> None:
     """Record a session, SIGKILL the writer mid-turn, restore, migrate, verify.
 
-    Works in a new temporary directory (named in the output) unless --root says
-    otherwise; never touches a real store. Exit 0 when everything verifies.
+    Works in a new temporary directory (named in the output) unless --root names a
+    directory that does not exist yet or is empty (anything else is a usage error, and
+    nothing is written); never touches a real store. Exit 0 when everything verifies.
 
     \b
     Examples:
       dsh-store demo
       dsh-store demo --root /tmp/dsh-demo
     """
-    from ..demo import run_demo
+    from ..demo import DemoRootError, run_demo
 
-    sys.exit(run_demo(root, echo=click.echo))
+    try:
+        code = run_demo(root, echo=click.echo)
+    except DemoRootError as error:
+        fail(str(error), EXIT_USAGE)
+    sys.exit(code)

@@ -11,7 +11,7 @@ from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, existing, guarded, one_l
 
 
 @click.command()
-@click.argument("path", type=click.Path(), callback=existing)
+@click.argument("path", type=click.Path(readable=False), callback=existing)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="List every event (seq, type, bytes).")
 @click.option("--messages", "show_messages", is_flag=True, help="Show the derived messages.")
@@ -38,7 +38,7 @@ def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) ->
     if as_json:
         echo_json(summary)
     else:
-        click.echo(_summary_text(summary))
+        click.echo(_summary_text(summary))  # JSON stays exact; only the text is escaped
     sys.exit(EXIT_OK if summary.get("events") is not None else EXIT_FINDINGS)
 
 
@@ -67,4 +67,8 @@ def _summary_text(summary: dict[str, Any]) -> str:
         lines.append(f"  #{event['seq']:<6} {event['type']:<30} {event['bytes']} B")
     for message in summary.get("messages", []):
         lines.append(f"  [{message['role']}] {message['text']}")
-    return "\n".join(lines)
+    # Every line may hold log content (an id, a cwd, an event type, a message): escape
+    # the control characters in each, so nothing from a log drives the terminal.
+    from ..summary import printable
+
+    return "\n".join(printable(line) for line in lines)

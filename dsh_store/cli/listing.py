@@ -40,7 +40,7 @@ def list_sessions(root: str | None, as_json: bool) -> None:
       dsh-store list
       dsh-store list /var/lib/agent/sessions --json
     """
-    from ..summary import list_store
+    from ..summary import list_store, printable
 
     store_root = root if root is not None else default_root()
     rows = list_store(store_root)
@@ -48,14 +48,17 @@ def list_sessions(root: str | None, as_json: bool) -> None:
         echo_json(rows)
         return
     if not rows:
-        click.echo(f"no sessions under {store_root}")
+        click.echo(printable(f"no sessions under {store_root}"))
         return
     click.echo(f"{'ID':<36} {'VER':>3} {'EVENTS':>7}  {'STATUS':<16} {'CREATED':<13}  CWD")
     for row in rows:
         events = "?" if row["events"] is None else str(row["events"])
         version = "?" if row["version"] is None else str(row["version"])
         ident = row["id"] if row["id"] is not None else f"({row['path']})"
+        # Ids, paths and cwds come from the logs: no control sequence reaches the terminal.
         click.echo(
-            f"{ident!s:<36} {version:>3} {events:>7}  {row['status']:<16} "
-            f"{row['created']!s:<13}  {row.get('cwd') or '-'}"
+            printable(
+                f"{ident!s:<36} {version:>3} {events:>7}  {row['status']:<16} "
+                f"{row['created']!s:<13}  {row.get('cwd') or '-'}"
+            )
         )

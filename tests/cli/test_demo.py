@@ -34,9 +34,9 @@ def test_demo_in_a_given_root_exits_0_and_tells_the_story(tmp_path: Path) -> Non
 def test_demo_refuses_to_reuse_a_root(invoke: Invoke, tmp_path: Path) -> None:
     (tmp_path / "sessions").mkdir()
     result = invoke("demo", "--root", tmp_path)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr == (
-        f"error: {tmp_path}/sessions already exists; pass a new or empty --root\n"
+        f"error: {tmp_path}: the directory is not empty; pass a new or empty directory as --root\n"
     )
 
 
