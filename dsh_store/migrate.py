@@ -14,7 +14,8 @@ rule, without keeping the events), checks the source did not change meanwhile, t
 (or renames, for in-place) it into place and fsyncs the directory. A crash at any point
 leaves the source intact and either no target or a complete one; a rerun converges
 because an existing target is accepted when it starts with exactly the bytes the rerun
-produced (a store may already have appended to it).
+produced and continues cleanly (a store may already have appended to it). A dry run makes
+the same checks, the target's included, without writing.
 
 Memory stays bounded by what the edges hold (about one turn) plus the model's validation
 state, never the file: events flow from the scanner through the edges to the temp file.
@@ -26,7 +27,7 @@ import contextlib
 import operator
 import os
 import secrets
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -44,6 +45,7 @@ from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.failpoints import failpoint
 from .jsonl.files import _write_all, fsync_dir
+from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
@@ -77,7 +79,14 @@ _WRITE_CHUNK: Final = 1 << 20
 # migration's peak memory (parsed rows of one chunk) small next to the write buffer.
 _SCAN_CHUNK: Final = 1 << 18
 _COMPARE_CHUNK: Final = 1 << 20
+_REVERIFY_PREFIX: Final = "the upgraded log failed re-verification: "
 _ROW_VALUE: Final = operator.itemgetter(3)  # ScannedRow.value
+
+MODEL_EDGE: Final = "model"
+"""The ``edge`` of a refusal by the v4 model's check of the upgraded log (after 3->4)."""
+
+Locate = Callable[[int], tuple[int | None, str | None]]
+"""Upgraded seq -> ``(source seq, None)``, or ``(None, edge)`` for an event an edge made."""
 
 
 @dataclass(frozen=True)
@@ -187,7 +196,10 @@ def upgrade(
     :raises MigrationRefusedError: raised while iterating, when an edge refuses or the
         upgraded event is not valid v4 (naming path, seq, event type and rule).
     """
-    return _upgrade(header_json, events_json, path, child_headers, extras, fresh_dicts=False)
+    header, events, _ = _upgrade(
+        header_json, events_json, path, child_headers, extras, fresh_dicts=False
+    )
+    return header, events
 
 
 def _upgrade(
@@ -198,15 +210,21 @@ def _upgrade(
     extras: Mapping[str, Any] | None,
     *,
     fresh_dicts: bool,
-) -> tuple[SessionHeader, Iterator[SessionEvent]]:
-    """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's)."""
+) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
+    """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's).
+
+    The third value maps an upgraded seq back to its source (``None`` for a v4 input,
+    whose seqs are the source's).
+    """
     from .migrations import MigrationContext
-    from .migrations._pipeline import fused_chain
+    from .migrations._pipeline import located_chain
 
     version = _version_of(header_json, path)
     if version == SESSION_FORMAT_VERSION:
-        return SessionHeader.from_json(header_json), (
-            SessionEvent.from_json(row) for row in events_json
+        return (
+            SessionHeader.from_json(header_json),
+            (SessionEvent.from_json(row) for row in events_json),
+            None,
         )
     context = MigrationContext(
         path=path,
@@ -220,7 +238,7 @@ def _upgrade(
         if fresh_dicts
         else (row if type(row) is dict else dict(row) for row in events_json)
     )
-    v4_header, v4_rows = fused_chain(dict(header_json), rows, context)
+    v4_header, v4_rows, sources = located_chain(dict(header_json), rows, context)
     try:
         header = SessionHeader.from_json(v4_header)
     except EventValidationError as error:
@@ -229,7 +247,7 @@ def _upgrade(
             rule=error.rule,
             path=path,
         ) from None
-    return header, _events(v4_rows, path)
+    return header, _events(v4_rows, path, sources.locate), sources.locate
 
 
 def _scanned_rows(scanner: LogScanner) -> Iterator[dict[str, Any]]:
@@ -237,14 +255,16 @@ def _scanned_rows(scanner: LogScanner) -> Iterator[dict[str, Any]]:
     return map(_ROW_VALUE, scanner.rows())
 
 
-def _events(rows: Iterable[Mapping[str, Any]], path: str | None) -> Iterator[SessionEvent]:
+def _events(
+    rows: Iterable[Mapping[str, Any]], path: str | None, locate: Locate
+) -> Iterator[SessionEvent]:
     for row in _typed_refusals(rows, path):
         try:
             yield SessionEvent.from_json(row)
         except EventValidationError as error:
-            raise _refusal(error.detail, error.rule, path, row) from None
+            raise _refusal(error.detail, error.rule, path, row, locate) from None
         except LosslessJsonError as error:
-            raise _refusal(str(error), "not-lossless-json", path, row) from None
+            raise _refusal(str(error), "not-lossless-json", path, row, locate) from None
 
 
 def _typed_refusals(
@@ -276,28 +296,96 @@ def _typed_refusals(
 
 
 def _refusal(
-    detail: str, rule: str, path: str | None, row: Mapping[str, Any]
+    detail: str, rule: str, path: str | None, row: Mapping[str, Any], locate: Locate
 ) -> MigrationRefusedError:
-    return MigrationRefusedError(
+    seq = row.get("seq")
+    return _model_refusal(
         f"the upgraded event is not valid v4: {detail}",
-        rule=rule,
-        path=path,
-        seq=row.get("seq"),
-        event_type=row.get("type"),
+        rule,
+        path,
+        seq if type(seq) is int else None,
+        row.get("type"),
+        locate,
     )
 
 
-def _checked(header: SessionHeader, events: Iterable[SessionEvent], path: str) -> int:
+def _model_refusal(
+    detail: str,
+    rule: str,
+    path: str | None,
+    seq: int | None,
+    event_type: object,
+    locate: Locate | None,
+) -> MigrationRefusedError:
+    """The refusal of the v4 model's check (edge :data:`MODEL_EDGE`), naming the source seq.
+
+    ``seq`` is the upgraded event's seq; ``locate`` maps it back to the source event (the
+    edges renumber). An event an edge made has no source seq: the refusal then names the
+    upgraded seq and the edge in its detail, and carries ``seq=None``.
+    """
+    kind = event_type if isinstance(event_type, str) else None
+    if seq is not None and locate is not None:
+        source, made_by = locate(seq)
+        if source is None:
+            detail = f"{detail} (upgraded seq {seq}, an event the {made_by} edge made)"
+        elif source != seq:
+            detail = f"{detail} (upgraded seq {seq}, from source seq {source})"
+        seq = source
+    return MigrationRefusedError(
+        detail, rule=rule, path=path, seq=seq, event_type=kind, edge=MODEL_EDGE
+    )
+
+
+def _with_source_line(error: MigrationRefusedError, source: Path) -> MigrationRefusedError:
+    """``error`` (a model refusal naming a source seq) with that event's line and type."""
+    if error.edge != MODEL_EDGE or error.seq is None or error.line is not None:
+        return error
+    found = _source_row(source, error.seq)
+    if found is None:
+        return error
+    line, event_type = found
+    detail = error.detail
+    if error.event_type is not None and event_type != error.event_type:
+        detail = f"{detail} (upgraded type {error.event_type!r})"
+    return MigrationRefusedError(
+        detail,
+        rule=error.rule,
+        path=error.path,
+        seq=error.seq,
+        event_type=event_type,
+        edge=error.edge,
+        line=line,
+    )
+
+
+def _source_row(source: Path, seq: int) -> tuple[int, str | None] | None:
+    """(line, type) of the source row holding ``seq``; one more scan, only on a refusal."""
+    try:
+        for row in LogScanner(source, chunk_size=_SCAN_CHUNK).rows():
+            if row.first_seq <= seq < row.first_seq + row.seq_count:
+                kind = row.value.get("type")
+                return row.line, kind if isinstance(kind, str) else None
+            if row.first_seq > seq:
+                return None
+    except (DshStoreError, OSError):
+        return None
+    return None
+
+
+def _checked(
+    header: SessionHeader, events: Iterable[SessionEvent], path: str, locate: Locate | None
+) -> int:
     """Run every whole-log model rule over upgraded events; a failure is a refusal."""
     try:
         return check_stream(header, events)
     except EventValidationError as error:
-        raise MigrationRefusedError(
+        raise _model_refusal(
             f"the upgraded log breaks a v4 rule: {error.detail}",
-            rule=error.rule,
-            path=path,
-            seq=error.seq,
-            event_type=error.event_type,
+            error.rule,
+            path,
+            error.seq,
+            error.event_type,
+            locate,
         ) from None
 
 
@@ -305,9 +393,9 @@ def _checked(header: SessionHeader, events: Iterable[SessionEvent], path: str) -
 
 
 def _write_temp(
-    target: Path, header: SessionHeader, events: Iterable[SessionEvent]
+    target: Path, header_line: bytes, events: Iterable[SessionEvent]
 ) -> tuple[Path, int]:
-    """Write header + events to a fresh exclusive temp beside ``target``, fsync it.
+    """Write the header line + events to a fresh exclusive temp beside ``target``, fsync it.
 
     Returns (temp path, event count). The temp is removed on any failure.
     """
@@ -316,7 +404,7 @@ def _write_temp(
     count = 0
     try:
         os.fchmod(fd, layout.FILE_MODE)  # the umask must not narrow (or widen) 0600
-        buffer = bytearray(header.encode())
+        buffer = bytearray(header_line)
         for event in events:
             buffer += event.line
             count += 1
@@ -373,7 +461,7 @@ def verify_published(path: str | os.PathLike[str]) -> int:
         ) from None
     except DshStoreError as error:
         raise MigrationRefusedError(
-            f"the upgraded log failed re-verification: {error}",
+            f"{_REVERIFY_PREFIX}{error}",
             rule="re-verification",
             path=str(log),
         ) from None
@@ -382,7 +470,7 @@ def verify_published(path: str | os.PathLike[str]) -> int:
         problems.append(f"torn tail at byte {scanner.torn.offset}")
     if problems:
         raise MigrationRefusedError(
-            f"the upgraded log failed re-verification: {'; '.join(problems)}",
+            f"{_REVERIFY_PREFIX}{'; '.join(problems)}",
             rule="re-verification",
             path=str(log),
         )
@@ -404,11 +492,12 @@ def _migrate_to_temp(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     assert scanner.stat is not None
     revision = revision_of(scanner.stat)
-    header, events = _upgrade(
-        info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
-    )
-    with corruption_first(source):
-        temp, count = _write_temp(target, header, events)
+    _, header_line, events, locate = _source_stream(source, scanner, info, child_headers)
+    try:
+        with corruption_first(source):
+            temp, count = _write_temp(target, header_line, events)
+    except MigrationRefusedError as error:
+        raise _with_source_line(error, source) from None
     try:
         verified = verify_published(temp)
         if verified != count:
@@ -422,18 +511,57 @@ def _migrate_to_temp(
         _discard(temp)
         if error.rule == "re-verification":
             raise
-        # A model rule broken by the upgraded log: name the source (the temp is gone).
-        raise MigrationRefusedError(
-            error.detail,
-            rule=error.rule,
-            path=str(source),
-            seq=error.seq,
-            event_type=error.event_type,
-        ) from None
+        # A model rule broken by the upgraded log: name the source event (the temp is
+        # gone); the written seq is the upgraded one.
+        refusal = _model_refusal(
+            error.detail, error.rule, str(source), error.seq, error.event_type, locate
+        )
+        raise _with_source_line(refusal, source) from None
     except BaseException:
         _discard(temp)
         raise
     return temp, count, info.version, revision
+
+
+def _source_stream(
+    source: Path,
+    scanner: LogScanner,
+    info: HeaderInfo,
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+) -> tuple[SessionHeader, bytes, Iterator[SessionEvent], Locate | None]:
+    """The v4 header, its line and the v4 events to publish for ``source``, and their
+    locator.
+
+    An older log is upgraded. A v4 log (published to another ``output``) is copied: its
+    committed lines byte for byte, each still decoded and validated; a crash tail is not
+    part of the committed log and is not copied.
+    """
+    if info.version == SESSION_FORMAT_VERSION:
+        header = SessionHeader.from_json(info.value)
+        return header, info.raw + b"\n", _copied_events(scanner, str(source)), None
+    header, events, locate = _upgrade(
+        info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
+    )
+    return header, header.encode(), events, locate
+
+
+def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
+    for row in scanner.rows():
+        try:
+            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+        except EventValidationError as error:
+            raise _model_refusal(
+                f"the event is not valid v4: {error.detail}",
+                error.rule,
+                path,
+                row.first_seq,
+                row.value.get("type"),
+                None,
+            ) from None
+        except LosslessJsonError as error:
+            raise _model_refusal(
+                str(error), "not-lossless-json", path, row.first_seq, row.value.get("type"), None
+            ) from None
 
 
 def _discard(temp: Path) -> None:
@@ -470,25 +598,70 @@ def _starts_with(path: Path, prefix_file: Path) -> bool:
                 return False
 
 
+def _target_exists(target: Path, why: str) -> MigrationRefusedError:
+    return MigrationRefusedError(
+        f"{target} already exists and {why}; migration never overwrites — move it away or "
+        "choose another output",
+        rule="target-exists",
+        path=str(target),
+    )
+
+
+def _accept_existing(target: Path, starts_with_upgrade: bool) -> None:
+    """Accept an existing ``target`` as this log's published upgrade, or refuse.
+
+    It must start with exactly the upgrade's bytes, and whatever follows (a store may have
+    appended) must be whole valid v4 lines continuing its seqs: the whole file is
+    re-verified as a published log is (clean scan, no torn tail, every model rule).
+    """
+    if not starts_with_upgrade:
+        raise _target_exists(target, "is not this log's upgrade")
+    try:
+        verify_published(target)
+    except MigrationRefusedError as error:
+        raise _target_exists(
+            target,
+            "starts with this log's upgrade, but what follows is not a clean continuation "
+            f"of it ({error.detail.removeprefix(_REVERIFY_PREFIX)})",
+        ) from None
+
+
+class _PrefixProbe:
+    """Compares the bytes a publish would write with an existing target, without writing."""
+
+    def __init__(self, target: Path) -> None:
+        self._file = open(target, "rb")  # noqa: SIM115 - closed by __exit__
+        self.matches = True
+
+    def __enter__(self) -> _PrefixProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def feed(self, data: bytes) -> None:
+        if self.matches and self._file.read(len(data)) != data:
+            self.matches = False
+
+    def tee(self, events: Iterable[SessionEvent]) -> Iterator[SessionEvent]:
+        for event in events:
+            self.feed(event.line)
+            yield event
+
+
 def _publish(temp: Path, target: Path) -> bool:
     """Link ``temp`` to ``target`` (never overwriting) and fsync the directory.
 
     Returns True when this call published it, False when an earlier run already had:
-    an existing target is accepted only if it starts with exactly the staged bytes.
-    The temp name is always removed.
+    an existing target is accepted only if it starts with exactly the staged bytes and
+    continues cleanly (:func:`_accept_existing`). The temp name is always removed.
     """
     try:
         failpoint("migrate.before-link")
         try:
             os.link(temp, target)
         except FileExistsError:
-            if not _starts_with(target, temp):
-                raise MigrationRefusedError(
-                    f"{target} already exists and is not this log's upgrade; migration never "
-                    "overwrites — move it away or choose another output",
-                    rule="target-exists",
-                    path=str(target),
-                ) from None
+            _accept_existing(target, _starts_with(target, temp))
             fsync_dir(target.parent)
             return False
         failpoint("migrate.after-link")
@@ -539,8 +712,10 @@ def migrate_file(
     directory (``session.jsonl`` / ``session.vN.jsonl``) and the result is published
     beside it as ``session.v4.jsonl``. ``output`` publishes to that path (never
     overwriting); ``in_place`` keeps the original as ``FILE.v<N>.bak`` once, then
-    atomically replaces the file. ``dry_run`` runs the whole chain and every model rule in
-    memory and writes nothing. Rerunning after a crash converges to the same result.
+    atomically replaces the file. A v4 source is ``current`` unless ``output`` is given, in
+    which case it is copied there by the same protocol. ``dry_run`` runs the whole chain,
+    every model rule and the target's (or backup's) checks in memory, writes nothing and
+    reports what the real run would. Rerunning after a crash converges to the same result.
 
     :raises ValueError: both ``output`` and ``in_place``.
     :raises NotASessionError: the file is empty or not a session log.
@@ -556,12 +731,13 @@ def migrate_file(
     info = LogScanner(source).read_header()
     if info is None:
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
-    if info.version == SESSION_FORMAT_VERSION:
+    if info.version == SESSION_FORMAT_VERSION and output is None:
         if in_place and not dry_run:
             # Perhaps replaced by a run killed before its directory fsync: make the
             # replacement (and the backup's name) durable before reporting it.
             fsync_dir(source.parent)
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
+    # From here on a v4 source has an ``output``: it is copied there, by the same protocol.
     if dry_run:
         return _dry_run(source, output, in_place, child_headers)
     if in_place:
@@ -588,15 +764,33 @@ def _dry_run(
     in_place: bool,
     child_headers: tuple[Mapping[str, Any], ...] | None,
 ) -> MigrationResult:
+    """What the real run would report, checked in memory; nothing is written.
+
+    The same checks in the same order: the chain and every model rule, then the target
+    (an existing one is ``current`` when the real run would accept it, else refused with
+    ``target-exists``) or, in place, the backup (``backup-exists``).
+    """
+    target = source if in_place else (Path(output) if output is not None else _beside(source))
     scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     assert info is not None
-    header, events = _upgrade(
-        info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
-    )
-    with corruption_first(source):
-        count = _checked(header, events, str(source))
-    target = source if in_place else (Path(output) if output is not None else _beside(source))
+    header, header_line, events, locate = _source_stream(source, scanner, info, child_headers)
+    with contextlib.ExitStack() as stack:
+        probe: _PrefixProbe | None = None
+        if not in_place and os.path.lexists(target):
+            probe = stack.enter_context(_PrefixProbe(target))
+            probe.feed(header_line)
+            events = probe.tee(events)
+        try:
+            with corruption_first(source):
+                count = _checked(header, events, str(source), locate)
+        except MigrationRefusedError as error:
+            raise _with_source_line(error, source) from None
+        if probe is not None:
+            _accept_existing(target, probe.matches)
+            return MigrationResult(source, "current", info.version, target=target, events=count)
+    if in_place:
+        _check_backup(source, _backup_of(source, info.version))
     return MigrationResult(source, "would-migrate", info.version, target=target, events=count)
 
 
@@ -604,7 +798,7 @@ def _migrate_in_place(
     source: Path, child_headers: tuple[Mapping[str, Any], ...] | None
 ) -> MigrationResult:
     temp, count, version, revision = _migrate_to_temp(source, source, child_headers)
-    backup = source.with_name(f"{source.name}.v{version}.bak")
+    backup = _backup_of(source, version)
     try:
         _keep_backup(source, backup)
         failpoint("migrate.before-replace")
@@ -616,6 +810,10 @@ def _migrate_in_place(
     return MigrationResult(source, "migrated", version, target=source, events=count, backup=backup)
 
 
+def _backup_of(source: Path, version: int) -> Path:
+    return source.with_name(f"{source.name}.v{version}.bak")
+
+
 def _keep_backup(source: Path, backup: Path) -> None:
     """Make ``backup`` a second name of the source inode, once (nothing to copy or tear).
 
@@ -625,14 +823,20 @@ def _keep_backup(source: Path, backup: Path) -> None:
     try:
         os.link(source, backup)
     except FileExistsError:
-        if not (os.path.samefile(source, backup) or _same_bytes(source, backup)):
-            raise MigrationRefusedError(
-                f"{backup} already exists with other content; move it away and run the "
-                "migration again",
-                rule="backup-exists",
-                path=str(source),
-            ) from None
+        _check_backup(source, backup)
     fsync_dir(source.parent)
+
+
+def _check_backup(source: Path, backup: Path) -> None:
+    """Refuse (``backup-exists``) an existing ``backup`` that is not the source's."""
+    if not os.path.lexists(backup):
+        return
+    if not (os.path.samefile(source, backup) or _same_bytes(source, backup)):
+        raise MigrationRefusedError(
+            f"{backup} already exists with other content; move it away and run the migration again",
+            rule="backup-exists",
+            path=str(source),
+        )
 
 
 def _same_bytes(left: Path, right: Path) -> bool:

@@ -14,18 +14,56 @@ exactly those of :func:`chain`; only the per-event overhead differs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol, cast
 
 from . import CURRENT_VERSION, EDGES, EdgeStage, MigrationContext, Row
 from .v0_to_v1 import V0ToV1Stage
 from .v1_to_v2 import V1ToV2Stage
 
-__all__ = ["EarlyStages", "drive", "fused_chain"]
+__all__ = ["EarlyStages", "SourceSeqs", "drive", "fused_chain", "located_chain"]
 
 
 def fused_chain(
     header: Row, events: Iterable[Row], context: MigrationContext
 ) -> tuple[Row, Iterator[Row]]:
     """Like :func:`dsh_store.migrations.chain` (without ``on_header``), in one generator."""
+    header, rows, _ = located_chain(header, events, context)
+    return header, rows
+
+
+class _LocatingStage(Protocol):
+    edge_name: str
+
+    def source_seq(self, target: int) -> int | None: ...
+
+
+class SourceSeqs:
+    """Where an upgraded (v4) event came from, asked only when one is refused.
+
+    Each stage already keeps its source-to-target seq map (run-length, per insertion):
+    walking the stages backwards inverts the chain without any per-event bookkeeping.
+    """
+
+    def __init__(self, stages: Sequence[EdgeStage]) -> None:
+        # Every stage class of the chain offers ``edge_name`` and ``source_seq``.
+        self._stages = cast("list[_LocatingStage]", list(stages))
+
+    def locate(self, seq: int) -> tuple[int | None, str | None]:
+        """``(source seq, None)`` for an upgraded event that came from the source;
+        ``(None, edge)`` for one an edge made (a system head, a closer, a settled attempt).
+        """
+        for stage in reversed(self._stages):
+            source = stage.source_seq(seq)
+            if source is None:
+                return None, stage.edge_name
+            seq = source
+        return seq, None
+
+
+def located_chain(
+    header: Row, events: Iterable[Row], context: MigrationContext
+) -> tuple[Row, Iterator[Row], SourceSeqs]:
+    """:func:`fused_chain`, plus the :class:`SourceSeqs` of its stages."""
     stages: list[EdgeStage] = []
     for source in range(header["version"], CURRENT_VERSION):
         edge = EDGES[source]
@@ -33,15 +71,21 @@ def fused_chain(
         header = edge.header(header, context)
     if len(stages) == 4 and type(stages[0]) is V0ToV1Stage and type(stages[1]) is V1ToV2Stage:
         stages[:2] = [EarlyStages(stages[0], stages[1])]
-    return header, drive(stages, events)
+    return header, drive(stages, events), SourceSeqs(stages)
 
 
 class EarlyStages:
     """The 0->1 and 1->2 stages of one log as a single stage (same rows, same refusals)."""
 
+    edge_name = V1ToV2Stage.edge_name  # 0->1 keeps seqs and makes no events
+
     def __init__(self, first: V0ToV1Stage, second: V1ToV2Stage) -> None:
         self._first = first
         self._second = second
+
+    def source_seq(self, target: int) -> int | None:
+        """The format-0 seq of target event ``target`` (0->1 keeps seqs)."""
+        return self._second.source_seq(target)
 
     def feed(self, event: Row) -> list[Row]:
         """Feed one format-0 row through both stages; return the format-2 rows settled."""

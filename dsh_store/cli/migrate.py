@@ -57,7 +57,9 @@ def migrate(
     """Upgrade logs of formats 0-3 to format 4, never overwriting a source.
 
     In a store tree, session.v4.jsonl is published beside each older generation (the
-    source stays as the backup). A loose file needs --output OUT or --in-place. Exit 0
+    source stays as the backup). A loose file needs --output OUT or --in-place; a format-4
+    file given --output is copied there. --check and --dry-run report what a real run
+    would (current, would-migrate or refused), looking at the target too. Exit 0
     when nothing was refused; 1 when a file was refused, or with --check when anything
     would change; 2 on a usage error.
 

@@ -179,3 +179,58 @@ def test_check_of_a_shallow_generation_file_is_no_crash(invoke: Invoke) -> None:
         assert sorted(p.name for p in top.iterdir()) == ["session.v2.jsonl"]
     finally:
         shutil.rmtree(top)
+
+
+_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "valid"
+
+
+def test_check_predicts_the_real_run_for_an_output(invoke: Invoke, tmp_path: Path) -> None:
+    loose = tmp_path / "a.jsonl"
+    shutil.copyfile(_FIXTURES / "v0-basic" / "session.jsonl", loose)
+    done = tmp_path / "done.jsonl"
+    assert invoke("migrate", loose, "-o", done).exit_code == 0
+    check = invoke("migrate", loose, "-o", done, "--check")
+    assert check.exit_code == 0, check.output
+    assert check.stdout.splitlines()[-1] == "1 current"
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"hello\n")
+    for flags in (("--check",), ("--dry-run",), ()):
+        result = invoke("migrate", loose, "-o", other, *flags)
+        assert result.exit_code == 1, (flags, result.output)
+        assert result.stdout.splitlines()[-1] == "1 refused"
+        assert "[rule: target-exists]" in result.stdout
+    assert other.read_bytes() == b"hello\n"
+
+
+def test_check_sees_an_already_published_store_generation(invoke: Invoke, old_store: Path) -> None:
+    source = old_store / "--p--" / "s2" / "session.v2.jsonl"
+    assert invoke("migrate", source).exit_code == 0
+    check = invoke("migrate", source, "--check")
+    assert check.exit_code == 0, check.output
+    assert check.stdout.splitlines()[-1] == "1 current"
+
+
+def test_a_target_with_garbage_after_the_upgrade_is_refused(invoke: Invoke, tmp_path: Path) -> None:
+    loose = tmp_path / "a.jsonl"
+    shutil.copyfile(_FIXTURES / "v0-basic" / "session.jsonl", loose)
+    target = tmp_path / "g.jsonl"
+    target.write_bytes((_FIXTURES / "v0-basic" / "expected.v4.jsonl").read_bytes() + b"garbage\n")
+    for flags in (("--check",), ()):
+        result = invoke("migrate", loose, "-o", target, *flags)
+        assert result.exit_code == 1, (flags, result.output)
+        assert "not a clean continuation" in result.stdout
+        assert "[rule: target-exists]" in result.stdout
+
+
+def test_a_v4_source_with_an_output_is_copied(invoke: Invoke, tmp_path: Path) -> None:
+    source = _FIXTURES / "v4-current" / "session.v4.jsonl"
+    out = tmp_path / "new.jsonl"
+    check = invoke("migrate", source, "-o", out, "--check")
+    assert check.exit_code == 1
+    assert check.stdout.splitlines()[-1] == "1 would-migrate"
+    assert not out.exists()
+    result = invoke("migrate", source, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "1 migrated"
+    assert out.read_bytes() == source.read_bytes()
+    assert invoke("migrate", source, "-o", out, "--check").exit_code == 0

@@ -49,7 +49,7 @@ def test_a_rerun_accepts_its_own_earlier_publication(tmp_path: Path) -> None:
     migrate_file(source)
     target = source.parent / "session.v4.jsonl"
     with open(target, "ab") as log:  # a store appended to it since
-        log.write(b'{"type":"session/end-seed","seq":99,"time":1,"data":{}}\n')
+        log.write(b'{"type":"session/end-seed","seq":16,"time":1780000000290,"data":{}}\n')
     again = migrate_file(source)
     assert again.status == "current"
     assert again.target == target
