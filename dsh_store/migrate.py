@@ -685,12 +685,19 @@ def publish_upgrade(
         :func:`migrate_file` and :func:`migrate_store` take them (completes the v4 subagent
         catalog); pass the evidence the ``inspection`` was read with, so the published log
         is the one it showed. ``None`` when unknown.
+    :raises MigrationRefusedError: ``target-exists`` when ``session.v4.jsonl`` exists but is
+        not this log's upgrade followed only by a clean continuation of whole v4 lines.
     """
     source = inspection.path
     target = source.parent / layout.generation_name(SESSION_FORMAT_VERSION)
-    if target.exists():
-        # Published earlier, perhaps by a run killed before its directory fsync: make the
-        # name durable before reporting it.
+    # Published earlier (perhaps by a run killed before its directory fsync) and perhaps
+    # appended to since: accepted, as _publish accepts it, only as this log's upgrade
+    # followed by a clean continuation (checked without writing: "current"), else refused
+    # with target-exists. Then make the name durable before reporting it.
+    if (
+        os.path.lexists(target)
+        and _dry_run(source, target, False, child_headers).status == "current"
+    ):
         fsync_dir(target.parent)
     else:
         temp, _, _, _ = _migrate_to_temp(source, target, child_headers)

@@ -37,6 +37,7 @@ from .model.stream_check import StreamCheck
 
 if TYPE_CHECKING:
     from .inspection import Inspection
+    from .migrate import Locate
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -126,12 +127,12 @@ def read_log(
     from .model import interrupted_closers
 
     log = Path(path)
-    scanner, version, header, events = _open_events(log, child_headers)
-    with corruption_first(log), _collector_paused():
+    scanner, version, header, events, locate = _open_located(log, child_headers)
+    with source_located(log), corruption_first(log), _collector_paused():
         try:
             session = Session.from_restore(header, events)
         except EventValidationError as error:
-            raise _model_error(error, log, version) from None
+            raise _model_error(error, log, version, locate) from None
     restored = tuple(session.events)
     closers = tuple(interrupted_closers(restored))
     stat = scanner.stat
@@ -161,6 +162,17 @@ def _open_events(
     ``scanner`` (a new one on ``log`` when None) lets a caller read the findings it
     collected even when this, or the stream, raises.
     """
+    scanner, version, header, events, _ = _open_located(log, child_headers, scanner)
+    return scanner, version, header, events
+
+
+def _open_located(
+    log: str | os.PathLike[str],
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+    scanner: LogScanner | None = None,
+) -> tuple[LogScanner, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
+    """:func:`_open_events`, plus the migration's locator of an upgraded log (upgraded
+    seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log."""
     if scanner is None:
         scanner = LogScanner(log)
     info = scanner.read_header()
@@ -168,9 +180,10 @@ def _open_events(
         raise NotASessionError(os.fspath(log), "the file is empty (0 bytes)")
     rows = scanner.rows()
     if info.version == SESSION_FORMAT_VERSION:
-        return scanner, info.version, _header_from_row(info.value, log), _current_events(rows, log)
-    header, events = _upgraded(info.value, rows, log, child_headers)
-    return scanner, info.version, header, events
+        events = _current_events(rows, log)
+        return scanner, info.version, _header_from_row(info.value, log), events, None
+    header, events, locate = _upgraded(info.value, rows, log, child_headers)
+    return scanner, info.version, header, events, locate
 
 
 @contextlib.contextmanager
@@ -208,6 +221,24 @@ def corruption_first(
         # raises CorruptLogError on committed corruption
         (LogScanner(log) if scanner is None else scanner).exhaust()
         raise
+
+
+@contextlib.contextmanager
+def source_located(log: str | os.PathLike[str]) -> Iterator[None]:
+    """Give a refusal by the v4 model's check of an upgraded log its source line and type.
+
+    Such a refusal already names the source seq (see :func:`_model_error`); its line is
+    found by one more scan of ``log``, only on a refusal, as ``dsh-store migrate`` does.
+    Use it outside :func:`corruption_first`, so committed corruption still wins first.
+    """
+    try:
+        yield
+    except MigrationRefusedError as error:
+        from pathlib import Path
+
+        from .migrate import _with_source_line
+
+        raise _with_source_line(error, Path(log)) from None
 
 
 def _findings(
@@ -281,10 +312,28 @@ def _row_error(
 
 
 def _model_error(
-    error: EventValidationError, log: str | os.PathLike[str], version: int
+    error: EventValidationError,
+    log: str | os.PathLike[str],
+    version: int,
+    locate: Locate | None = None,
 ) -> DshStoreError:
     """A model rule broken by a committed event: corruption in a v4 log (located by line
-    and byte offset), a refusal when the event came out of the migration chain."""
+    and byte offset), a refusal when the event came out of the migration chain.
+
+    With the upgrade's ``locate`` the refusal is the one ``dsh-store migrate`` raises
+    (edge ``model``, the source seq); :func:`source_located` then adds its line.
+    """
+    if version != SESSION_FORMAT_VERSION and locate is not None:
+        from .migrate import _model_refusal
+
+        return _model_refusal(
+            f"the upgraded log breaks a v4 rule: {error.detail}",
+            error.rule,
+            os.fspath(log),
+            error.seq,
+            error.event_type,
+            locate,
+        )
     if version != SESSION_FORMAT_VERSION:
         return MigrationRefusedError(
             f"the upgraded log breaks a v4 rule: {error.detail}",
@@ -314,15 +363,17 @@ def _upgraded(
     rows: Iterable[ScannedRow],
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
-) -> tuple[SessionHeader, Iterator[SessionEvent]]:
-    from .migrate import upgrade
+) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
+    from .migrate import _upgrade
 
     try:
-        return upgrade(
+        return _upgrade(
             header_row,
             (row.value for row in rows),
-            path=os.fspath(log),
-            child_headers=child_headers,
+            os.fspath(log),
+            child_headers,
+            None,
+            fresh_dicts=True,  # the scanner's rows, each used once
         )
     except EventValidationError as error:
         raise MigrationRefusedError(
@@ -354,12 +405,12 @@ def examine(
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events = _open_events(log, child_headers, scanner)
-        with corruption_first(log, scanner):
+        _, version, header, events, locate = _open_located(log, child_headers, scanner)
+        with source_located(log), corruption_first(log, scanner):
             try:
                 checked = check_stream_session(header, events)
             except EventValidationError as error:
-                raise _model_error(error, log, version) from None
+                raise _model_error(error, log, version, locate) from None
     except NotASessionError as error:
         empty = scanner.empty  # a regular file of 0 bytes (a FIFO's st_size is 0 too)
         return FileReport(

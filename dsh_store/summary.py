@@ -351,12 +351,18 @@ def stream_v4_lines(
     :raises UnsupportedVersionError: a newer (or invalid) format version.
     """
     from .errors import EventValidationError, NotASessionError
-    from .restore import _model_error, _open_events, check_stream_session, corruption_first
+    from .restore import (
+        _model_error,
+        _open_located,
+        check_stream_session,
+        corruption_first,
+        source_located,
+    )
 
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events = _open_events(log, None, scanner)
+        _, version, header, events, locate = _open_located(log, None, scanner)
     except NotASessionError:
         if scanner.empty:
             return None
@@ -368,9 +374,10 @@ def stream_v4_lines(
             # The check asks for the next event only once this one was admitted.
             emit(event.type, event.seq, event.line)
 
-    with corruption_first(log, scanner):
+    # An older log's refusal names its source line, as verify and migrate do.
+    with source_located(log), corruption_first(log, scanner):
         try:
             checked = check_stream_session(header, admitted())
         except EventValidationError as error:
-            raise _model_error(error, log, version) from None
+            raise _model_error(error, log, version, locate) from None
     return checked.seq

@@ -97,3 +97,58 @@ def test_a_clean_file_and_a_plain_corrupt_file_are_unchanged(tmp_path: Path) -> 
     assert examine(clean).findings == ()
     corrupt = examine(_committed_corruption(tmp_path / "corrupt"))
     assert [f.rule for f in corrupt.findings] == ["unparsable-line"]
+
+
+# -- a model refusal of an upgraded log names the source event, as migrate does ----------
+
+
+def _wrong_step_end(tmp_path: Path) -> Path:
+    """v0-chunk-attempts whose source seq 20 (a step/end, line 20) names step 3, not 2.
+
+    The chain folds chunks: that event's upgraded seq is 13, an assistant/chunk's in the
+    source. Returns the log, in a session directory of its own.
+    """
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "valid" / "v0-chunk-attempts"
+    log = tmp_path / "sess" / "session.jsonl"
+    log.parent.mkdir(parents=True)
+    row = b'"seq":20,"time":1780000000210,"data":{"turn":1,"step":2}'
+    data = (fixture / "session.jsonl").read_bytes()
+    assert data.count(row) == 1
+    log.write_bytes(data.replace(row, row.replace(b'"step":2', b'"step":3')))
+    assert b'"type":"step/end","seq":20,' in _lines(log)[19]
+    return log
+
+
+def test_a_model_refusal_of_an_upgraded_log_names_the_source_line_and_seq(
+    tmp_path: Path,
+) -> None:
+    log = _wrong_step_end(tmp_path)
+    report = examine(log)
+    assert (report.classification, report.version, report.events) == ("refused", 0, None)
+    (refusal,) = report.findings
+    assert (refusal.rule, refusal.line, refusal.seq) == ("refused: step-mismatch", 20, 20)
+    assert refusal.message.startswith(
+        "the migration chain refuses this log at edge model (step/end): "
+    )
+    assert "upgraded seq 13, from source seq 20" in refusal.message
+    assert errors(verify_json([report]), load_schema("verify")) == []
+
+
+def test_a_model_refusal_keeps_the_findings_before_it(tmp_path: Path) -> None:
+    log = _wrong_step_end(tmp_path)
+    log.write_bytes(BOM + log.read_bytes())
+    report = examine(log)
+    assert report.classification == "refused"
+    bom, refusal = report.findings
+    assert (bom.rule, bom.line) == ("bom", 1)
+    assert (refusal.line, refusal.seq) == (20, 20)
+
+
+def test_committed_corruption_after_a_model_refusal_still_wins(tmp_path: Path) -> None:
+    log = _wrong_step_end(tmp_path)
+    lines = _lines(log)
+    lines[-2] = b"this line is not json\n"
+    log.write_bytes(b"".join(lines))
+    report = examine(log)
+    assert report.classification == "corrupt"
+    assert [(f.rule, f.line) for f in report.findings] == [("unparsable-line", len(lines) - 1)]
