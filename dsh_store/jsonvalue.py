@@ -138,7 +138,17 @@ def decode(data: bytes | str) -> JsonValue:
     return orjson.loads(data)
 
 
-def check_loaded(value: JsonValue, *, event_type: str | None = None, path: str = "$") -> None:
+_LONG_DIGIT_RUN: Final = re.compile(rb"[0-9]{19}")
+_SIGNED_LONG_DIGIT_RUN: Final = re.compile(rb"-?[0-9]{19,}")
+
+
+def check_loaded(
+    value: JsonValue,
+    *,
+    event_type: str | None = None,
+    path: str = "$",
+    raw: bytes | None = None,
+) -> None:
     """Check a value decoded from bytes read from disk.
 
     Decoding already excludes NaN, Infinity, lone surrogates and non-str keys; what it lets
@@ -157,6 +167,46 @@ def check_loaded(value: JsonValue, *, event_type: str | None = None, path: str =
     # four-byte search costs several times more.
     if b"-" in reencoded and b"-0.0" in reencoded:
         check_json(value, event_type=event_type, path=path)
+    if raw is not None and reencoded != raw:
+        _check_huge_int_literals(value, raw, event_type=event_type, path=path)
+
+
+def _check_huge_int_literals(
+    value: JsonValue, raw: bytes, *, event_type: str | None, path: str
+) -> None:
+    """Refuse an integer literal beyond 64 bits that decoding silently made a different float.
+
+    Only reached when the line is not the canonical encoding of its value (a line written
+    by this library or any canonical writer is, and skips this). Decoding turns such a
+    literal (19 digits or more) into a float; when that float is not exactly the literal's
+    value, the line says one number and the decoded event another. A literal the float
+    holds exactly (``100000000000000000000``, how JavaScript writes ``1e20``) is kept.
+    """
+    if _LONG_DIGIT_RUN.search(raw) is None:
+        return
+    lossy: set[float] = set()
+    for match in _SIGNED_LONG_DIGIT_RUN.finditer(raw):
+        number = int(match.group())
+        if not -(2**63) <= number < 2**64:  # decoded as a float, not an int
+            rounded = float(number)
+            if int(rounded) != number:
+                lossy.add(rounded)
+    if not lossy:
+        return
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, parts = stack.pop()
+        if type(item) is dict:
+            stack.extend((child, (*parts, key)) for key, child in item.items())
+        elif type(item) is list:
+            stack.extend((child, (*parts, index)) for index, child in enumerate(item))
+        elif type(item) is float and item in lossy:
+            raise LosslessJsonError(
+                f"an integer literal beyond 64 bits was read back as the float {item!r}, "
+                "which is not its value; it is outside ±(2^53 - 1) and would lose precision",
+                json_path=format_path(list(parts), path),
+                event_type=event_type,
+            )
 
 
 def format_path(parts: Iterator[str | int] | list[str | int], root: str = "$") -> str:

@@ -281,7 +281,7 @@ def row_problem(value: object, version: int) -> tuple[str, str] | None:
     if type(value) is not dict:
         return "bad-row", f"row is a JSON {_json_kind(value)}, not an object"
     row_type = value.get("type")
-    if row_type in PACKED_ROW_TYPES:
+    if type(row_type) is str and row_type in PACKED_ROW_TYPES:
         if version > LAST_PACKED_VERSION:
             return (
                 "bad-row",

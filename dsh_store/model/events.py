@@ -381,7 +381,9 @@ class SessionEvent:
         if line is None:
             line = encode_line(event_type, seq, time, data, ignorable, sources, op)
         else:
-            jsonvalue.check_loaded(obj, event_type=event_type, path="")
+            jsonvalue.check_loaded(
+                obj, event_type=event_type, path="", raw=line.rstrip(b"\n").removesuffix(b"\r")
+            )
             if not line.endswith(b"\n"):
                 line += b"\n"
         event = cls.__new__(cls)

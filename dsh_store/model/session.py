@@ -454,6 +454,17 @@ class Session:
         ):
             check_envelope(event_type, seq, op, sources, ignorable, opaque=False)
         facts = check_payload(event_type, data, seq)
+        if facts.inherited:
+            # The inherited marker ends a fork's seed; it is written when the seed is
+            # (Session.create(seed=...)), and a restore refuses it anywhere else.
+            fail(
+                "seeded-marker-mismatch",
+                'session/end-seed {"inherited": true} marks the end of a fork\'s seed and is '
+                "written with the seed (JsonlStore.fork, Session.create(seed=...)); append "
+                "session/end-seed {} to mark a resume",
+                seq=seq,
+                event_type=event_type,
+            )
         span = None
         if event_type in KNOWN_TYPES:
             lifecycle.check(event_type, seq, facts)

@@ -263,7 +263,7 @@ def _request_header(p: _Payload, data: dict[str, Any]) -> EventFacts:
     p.text(config, "provider", "data.header.config")
     p.text(config, "model", "data.header.config")
     reason = p.field(data, "reason", "data")
-    if reason not in _REQUEST_REASONS:
+    if type(reason) is not str or reason not in _REQUEST_REASONS:
         p.fail(
             "data-shape",
             f"data.reason must be one of initial, resume, change, series; got {_short(reason)}",
@@ -427,7 +427,10 @@ def _fast_tool_result(data: Any) -> EventFacts | None:
 
 def _fast_request_header(data: Any) -> EventFacts | None:
     header = data.get("header")
-    if type(header) is not dict or "system" in header or data.get("reason") not in _REQUEST_REASONS:
+    reason = data.get("reason")
+    if type(header) is not dict or "system" in header or type(reason) is not str:
+        return None
+    if reason not in _REQUEST_REASONS:
         return None
     if data.get("startsSeries", True) is not True:
         return None
