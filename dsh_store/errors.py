@@ -92,15 +92,26 @@ class LosslessJsonError(DshStoreError, ValueError):
     """A value is not lossless JSON (NaN, -0.0, unsafe int, non-str key, foreign object, ...).
 
     ``json_path`` is the dotted/indexed path of the bad value, e.g.
-    ``data.message.content[2].text``; ``event_type`` names the event when known.
+    ``data.message.content[2].text``; ``event_type`` names the event when known, and
+    ``seq`` the seq the refused event would have had (None outside a session).
     """
 
     json_path: str
     event_type: str | None
     reason: str
+    seq: int | None
 
-    def __init__(self, reason: str, *, json_path: str, event_type: str | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        json_path: str,
+        event_type: str | None = None,
+        seq: int | None = None,
+    ) -> None:
         where = f" in event {event_type!r}" if event_type else ""
+        if seq is not None:
+            where += f" (seq {seq})"
         super().__init__(
             f"not lossless JSON at {json_path}{where}: {reason}; "
             "convert it to plain JSON (dict with str keys, list, str, int, float, bool, None) "
@@ -108,6 +119,13 @@ class LosslessJsonError(DshStoreError, ValueError):
             json_path=json_path,
             event_type=event_type,
             reason=reason,
+            seq=seq,
+        )
+
+    def at_seq(self, seq: int) -> LosslessJsonError:
+        """The same refusal, naming the seq of the event it was raised for."""
+        return LosslessJsonError(
+            self.reason, json_path=self.json_path, event_type=self.event_type, seq=seq
         )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, NamedTuple, NoReturn
 import orjson
 
 from .. import jsonvalue
+from ..errors import LosslessJsonError
 from ._checks import fail, is_count, is_text
 from .shapes import EventFacts, check_payload
 from .vocabulary import KNOWN_TYPES, SURFACE_TYPES, is_plugin_type
@@ -306,9 +307,12 @@ class SessionEvent:
         if ignorable is not True and ignorable is not False:
             _fail("ignorable-not-true", "ignorable must be a bool", seq, type)
         op = parse_surface_op(surface_op, seq, type)
-        sources = normalize_source_seqs(
-            list(source_event_seqs) if source_event_seqs is not None else None, seq, type
-        )
+        # Any iterable of seqs is accepted; anything else (an int, a str, a mapping) is left
+        # as it is for normalize_source_seqs to refuse with a typed error.
+        given: Any = source_event_seqs
+        if isinstance(given, Iterable) and not isinstance(given, str | bytes | Mapping):
+            given = list(given)
+        sources = normalize_source_seqs(given, seq, type)
         check_envelope(type, seq, op, sources, ignorable, opaque=type not in KNOWN_TYPES)
         facts = check_payload(type, data, seq)
         line = encode_line(type, seq, time, data, ignorable, sources, op)
@@ -496,7 +500,10 @@ def encode_line(
         envelope["sourceEventSeqs"] = encode_source_seqs(sources)
     if op is not None:
         envelope["surfaceOp"] = op.to_json() if type(op) is SurfaceReplace else op
-    return jsonvalue.encode(envelope, event_type=event_type, path="", newline=True)
+    try:
+        return jsonvalue.encode(envelope, event_type=event_type, path="", newline=True)
+    except LosslessJsonError as error:
+        raise error.at_seq(seq) from None
 
 
 def make_event(

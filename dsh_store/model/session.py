@@ -140,10 +140,26 @@ class Session:
         """
         tick = clock if clock is not None else _wall_clock
         events = list(seed) if seed is not None else []
+        if not is_count(inherited_event_count):
+            fail(
+                "inherited-count",
+                f"inherited_event_count must be a non-negative integer, got "
+                f"{inherited_event_count!r}",
+                seq=None,
+                event_type=None,
+            )
         if header is None:
             tagged = any(type(e) is SessionEvent and e._facts.inherited for e in events)
             header = SessionHeader(
                 id=id, created_at=tick(), is_seeded=tagged or inherited_event_count > 0
+            )
+        elif type(header) is not SessionHeader:
+            fail(
+                "session-header",
+                f"header must be a SessionHeader, got {type(header).__name__}; build one with "
+                "SessionHeader(...) or SessionHeader.from_json(row)",
+                seq=None,
+                event_type=None,
             )
         if header.id != id:
             fail(
@@ -157,14 +173,6 @@ class Session:
             session._admit(event, refuse_unknown=False)
         cut = session._last_inherited_marker()
         count = len(events)
-        if not is_count(inherited_event_count):
-            fail(
-                "inherited-count",
-                f"inherited_event_count must be a non-negative integer, got "
-                f"{inherited_event_count!r}",
-                seq=None,
-                event_type=None,
-            )
         if header.is_seeded:
             if cut is None:
                 if inherited_event_count != count:

@@ -82,3 +82,42 @@ def test_a_large_number_the_decoded_float_holds_exactly_is_kept(
         "x": value,
         "id": "1234567890123456789012",
     }
+
+
+def test_a_lossless_refusal_on_append_names_the_seq_it_would_have_had() -> None:
+    session = Session.create("s", clock=lambda: 1)
+    session.append("turn/start", {"turn": 1})
+    with pytest.raises(LosslessJsonError) as caught:
+        session.append("todo/write", {"x": float("nan")})
+    assert (caught.value.seq, caught.value.event_type, caught.value.json_path) == (
+        1,
+        "todo/write",
+        "data.x",
+    )
+    assert "in event 'todo/write' (seq 1)" in str(caught.value)
+    assert len(session.events) == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "rule"),
+    [
+        ({"inherited_event_count": "1"}, "inherited-count"),
+        ({"inherited_event_count": None}, "inherited-count"),
+        ({"header": {"type": "session", "id": "s"}}, "session-header"),
+    ],
+)
+def test_session_create_refuses_bad_arguments_with_typed_errors(
+    options: dict[str, object], rule: str
+) -> None:
+    with pytest.raises(EventValidationError) as caught:
+        Session.create("s", **options)  # type: ignore[arg-type]
+    assert caught.value.rule == rule
+
+
+@pytest.mark.parametrize("sources", [5, "12", {1: 2}])
+def test_session_event_refuses_source_seqs_that_are_not_a_sequence(sources: object) -> None:
+    from dsh_store.model import SessionEvent
+
+    with pytest.raises(EventValidationError) as caught:
+        SessionEvent("tool/result", 3, 1, {}, source_event_seqs=sources)  # type: ignore[arg-type]
+    assert caught.value.rule == "source-seqs-shape"
