@@ -138,8 +138,8 @@ def decode(data: bytes | str) -> JsonValue:
     return orjson.loads(data)
 
 
-_LONG_DIGIT_RUN: Final = re.compile(rb"[0-9]{19}")
 _SIGNED_LONG_DIGIT_RUN: Final = re.compile(rb"-?[0-9]{19,}")
+_LINE_ENDS: Final = (b"", b"\n", b"\r\n")
 
 
 def check_loaded(
@@ -157,6 +157,10 @@ def check_loaded(
     encoder refuses unsafe integers and excess depth, and writes ``-0.0`` literally), so
     the Python walk runs only for a refusal or a ``-0.0`` somewhere in the output, where it
     names the exact path (text that merely contains ``-0.0`` passes it).
+
+    ``raw`` is the line the value was decoded from (its ``\n`` or ``\r\n`` included or
+    not): when it is not the canonical encoding, it is also searched for integer literals
+    that decoding turned into a different float.
     """
     try:
         reencoded = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
@@ -167,7 +171,8 @@ def check_loaded(
     # four-byte search costs several times more.
     if b"-" in reencoded and b"-0.0" in reencoded:
         check_json(value, event_type=event_type, path=path)
-    if raw is not None and reencoded != raw:
+    # startswith compares in place: no copy of the line to strip its line end.
+    if raw is not None and not (raw.startswith(reencoded) and raw[len(reencoded) :] in _LINE_ENDS):
         _check_huge_int_literals(value, raw, event_type=event_type, path=path)
 
 
@@ -182,8 +187,6 @@ def _check_huge_int_literals(
     value, the line says one number and the decoded event another. A literal the float
     holds exactly (``100000000000000000000``, how JavaScript writes ``1e20``) is kept.
     """
-    if _LONG_DIGIT_RUN.search(raw) is None:
-        return
     lossy: set[float] = set()
     for match in _SIGNED_LONG_DIGIT_RUN.finditer(raw):
         number = int(match.group())

@@ -385,9 +385,7 @@ class SessionEvent:
         if line is None:
             line = encode_line(event_type, seq, time, data, ignorable, sources, op)
         else:
-            jsonvalue.check_loaded(
-                obj, event_type=event_type, path="", raw=line.rstrip(b"\n").removesuffix(b"\r")
-            )
+            jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
             if not line.endswith(b"\n"):
                 line += b"\n"
         event = cls.__new__(cls)
