@@ -211,7 +211,17 @@ def examine_file(path: str) -> FileReport:
     A directory here is one the walk could not list (:func:`iter_log_files`): it is
     reported ``not-a-session`` with an ``unreadable`` finding, since its logs went unchecked.
     """
-    if os.path.isdir(path):
+    try:
+        report = examine(path)
+    except DshStoreError:
+        raise
+    except Exception as error:  # a library defect: say which file triggered it
+        raise DshStoreError(
+            f"{path}: verification failed unexpectedly ({type(error).__name__}: {error}); "
+            "this is a bug in dsh-store, please report it with the file"
+        ) from error
+    # Only a report that is not a session can be about a directory: files pay no stat.
+    if report.classification == "not-a-session" and os.path.isdir(path):
         try:
             with os.scandir(path):
                 pass
@@ -221,15 +231,7 @@ def examine_file(path: str) -> FileReport:
                 "were not checked"
             )
             return FileReport(path, "not-a-session", None, None, (Finding("unreadable", message),))
-    try:
-        return examine(path)
-    except DshStoreError:
-        raise
-    except Exception as error:  # a library defect: say which file triggered it
-        raise DshStoreError(
-            f"{path}: verification failed unexpectedly ({type(error).__name__}: {error}); "
-            "this is a bug in dsh-store, please report it with the file"
-        ) from error
+    return report
 
 
 TEMP_GRACE_S = 600.0
