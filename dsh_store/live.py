@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from .errors import EventValidationError, WriterBrokenError
-from .jsonl.files import LogWriter, fsync_chain, make_dirs, materialize
+from .jsonl.files import LogWriter, make_dirs, materialize
 from .jsonl.lock import SessionLock
 from .jsonl.writebehind import AsyncWriteBehind, ThreadWriteBehind
 from .model import EventInput, Session, SessionEvent
@@ -74,10 +74,9 @@ class _Handle:
                     seq=first_seq,
                     path=str(self.path),
                 )
-            make_dirs(self.path.parent)
-            # A killed earlier attempt may have made these directories without fsyncing
-            # their parents; make_dirs fsyncs only what it creates itself.
-            fsync_chain(self.path.parent, self.root)
+            # A killed earlier attempt may have made some of these directories without
+            # fsyncing their parents: make every name from the root down durable.
+            make_dirs(self.path.parent, durable_below=self.root)
             lock = SessionLock(self.path.parent, self.session.id)
             lock.acquire()
             try:

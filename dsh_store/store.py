@@ -506,8 +506,7 @@ class JsonlStore:
         path = layout.log_path(self.root, child, header.cwd)
         if self._find(child) is not None:
             raise SessionExistsError(child, str(path))
-        make_dirs(path.parent)
-        fsync_chain(path.parent, self.root)  # levels an earlier killed writer may have made
+        make_dirs(path.parent, durable_below=self.root)  # also levels a killed writer made
         with SessionLock(path.parent, child):
             materialize(
                 path, header.encode(), [event.line for event in seed], session_id=child

@@ -61,22 +61,34 @@ def fsync_chain(path: str | os.PathLike[str], top: str | os.PathLike[str]) -> No
 
     :raises ValueError: ``path`` is not ``top`` or below it.
     """
-    level, top_path = Path(path), Path(top)
-    level.relative_to(top_path)  # refuse a path outside ``top`` before any fsync
+    _fsync_chain_except(Path(path), Path(top), set())
+
+
+def _fsync_chain_except(path: Path, top: Path, already: set[Path]) -> None:
+    """:func:`fsync_chain`, skipping the levels whose parent ``already`` holds fsynced."""
+    path.relative_to(top)  # refuse a path outside ``top`` before any fsync
+    level = path
     while True:
-        fsync_dir(level.parent)
-        if level == top_path:
+        if level not in already:
+            fsync_dir(level.parent)
+        if level == top:
             return
         level = level.parent
 
 
-def make_dirs(path: str | os.PathLike[str]) -> list[Path]:
+def make_dirs(
+    path: str | os.PathLike[str], *, durable_below: str | os.PathLike[str] | None = None
+) -> list[Path]:
     """Create ``path`` and its missing parents with mode 0700; return the levels created.
 
     After creating each level, the parent directory is fsynced so the new name is
     durable; if that fails, the level is removed again and the error raised. Levels
     created concurrently by someone else are accepted if they are directories.
     Existing levels are left untouched (their mode is not changed).
+
+    With ``durable_below``, every name from ``durable_below`` down to ``path`` is made
+    durable, also those that already existed (see :func:`fsync_chain`): the parents of
+    the levels created here were fsynced already, the others are fsynced now.
     """
     target = Path(path)
     missing: list[Path] = []
@@ -103,6 +115,8 @@ def make_dirs(path: str | os.PathLike[str]) -> list[Path]:
                 os.rmdir(level)
             raise
         created.append(level)
+    if durable_below is not None:
+        _fsync_chain_except(target, Path(durable_below), set(created))
     return created
 
 

@@ -101,3 +101,15 @@ def test_fork_fsyncs_the_childs_chain(tmp_path: Path, fsynced_dirs: list[Path]) 
     log = store.locate(child)
     for directory in _chain(log, store.root):
         assert directory in fsynced_dirs, directory
+
+
+def test_a_fresh_session_fsyncs_each_directory_of_its_chain_once(
+    tmp_path: Path, fsynced_dirs: list[Path]
+) -> None:
+    store = make_store(tmp_path / "root")
+    live = store.new("s1", cwd=CWD)
+    complete_turn(live, 1, first=True)
+    live.flush()
+    live.close()
+    chain = _chain(live.path, store.root)
+    assert sorted(fsynced_dirs) == sorted(chain)  # created levels are not fsynced twice
