@@ -134,8 +134,18 @@ class _LiveViews:
         """Events appended in memory but not known durable (e.g. after a failed write)."""
         return self._handle.unwritten(self._queue.durable_seq)
 
+    _closed: bool
+    _closing: bool
+    _reopen: str  # how to open the session again, named in the errors below
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"session {self.id!r} is closed; reopen it with {self._reopen}")
+        self._handle.require_usable()
+
     def _require_accepting(self) -> None:
-        raise NotImplementedError
+        if self._closing:
+            raise ValueError(f"session {self.id!r} is closing; reopen it with {self._reopen}")
 
     def _commit(
         self,
@@ -175,6 +185,7 @@ class LiveSession(_LiveViews):
     """
 
     _queue: ThreadWriteBehind
+    _reopen = "store.open()"
 
     def __init__(self, handle: _Handle) -> None:
         self._handle = handle
@@ -252,15 +263,6 @@ class LiveSession(_LiveViews):
             finally:
                 self._handle.release()
 
-    def _require_open(self) -> None:
-        if self._closed:
-            raise ValueError(f"session {self.id!r} is closed; reopen it with store.open()")
-        self._handle.require_usable()
-
-    def _require_accepting(self) -> None:
-        if self._closing:
-            raise ValueError(f"session {self.id!r} is closing; reopen it with store.open()")
-
     def __enter__(self) -> LiveSession:
         return self
 
@@ -301,6 +303,7 @@ class AsyncLiveSession(_LiveViews):
     """The asyncio twin of :class:`LiveSession`: file I/O runs in the loop's executor."""
 
     _queue: AsyncWriteBehind
+    _reopen = "store.aopen()"
 
     def __init__(self, handle: _Handle) -> None:
         self._handle = handle
@@ -388,15 +391,6 @@ class AsyncLiveSession(_LiveViews):
             finally:
                 release = asyncio.get_running_loop().run_in_executor(None, self._handle.release)
                 await asyncio.shield(release)  # runs to the end even if we are cancelled
-
-    def _require_open(self) -> None:
-        if self._closed:
-            raise ValueError(f"session {self.id!r} is closed; reopen it with store.aopen()")
-        self._handle.require_usable()
-
-    def _require_accepting(self) -> None:
-        if self._closing:
-            raise ValueError(f"session {self.id!r} is closing; reopen it with store.aopen()")
 
     async def __aenter__(self) -> AsyncLiveSession:
         await self._start()
