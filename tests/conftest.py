@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
 
+import pluggy
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -12,6 +14,49 @@ from dsh_store.jsonl import files
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
+
+# Resources some tests need and a user's clone may lack: ``shared`` (the sibling ``../shared``
+# folder), ``upstream`` (npm and DSH's released packages), ``postgres`` (a throwaway server).
+# Such a test is marked ``@pytest.mark.requires("NAME")`` and skips with a one-line reason when
+# the resource is absent. CI names the resources it provides in DSH_STORE_REQUIRE
+# (comma-separated); there a skip of a test requiring one of them is a failure.
+REQUIRED = frozenset(name for name in os.environ.get("DSH_STORE_REQUIRE", "").split(",") if name)
+
+
+def shared_missing_reason() -> str | None:
+    """Why tests that read ``../shared`` cannot run here, or ``None`` when it is present."""
+    if SHARED.is_dir():
+        return None
+    return f"needs the shared reference folder beside the project ({SHARED}), absent here"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``requires`` marker."""
+    config.addinivalue_line(
+        "markers", "requires(resource): the test needs RESOURCE (shared, upstream, postgres)"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+    """Turn the skip of a test whose required resource CI provides into a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped:
+        return
+    for marker in item.iter_markers("requires"):
+        resource = str(marker.args[0])
+        if resource in REQUIRED:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+            report.outcome = "failed"
+            report.longrepr = (
+                f"{resource!r} is required here (DSH_STORE_REQUIRE={','.join(sorted(REQUIRED))}) "
+                f"but the test skipped: {reason}"
+            )
+            return
+
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
