@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from . import EdgeStage, MigrationContext, Row
-from ._renumbering import DELIVERY_MARKER, RenumberingStage, check_source_version, refuse
+from ._renumbering import DELIVERY_MARKER, RenumberingStage, check_source_version
 from ._seq_references import remap_payload_references
 from ._v2_audit import SURFACE_TYPES_V2, AuditFailure, audit_v2_event, iter_message_slots
 
@@ -75,15 +75,12 @@ class V2ToV3Edge:
     target = 3
 
     def header(self, header: Row, context: MigrationContext) -> Row:
-        """Bump the version; rename an ``agentPreset`` of ``"code"`` to ``"ptc"``."""
+        """Bump the version; rename an ``agentPreset`` of ``"code"`` to ``"ptc"``.
+
+        Any other preset, ``"ptc"`` included, is kept: format-2 writers already named the
+        preset ``ptc`` in their headers, and the edge only renames ``"code"``.
+        """
         check_source_version(header, 2, context, EDGE_NAME)
-        if header.get("agentPreset") == "ptc":
-            refuse(
-                context,
-                "a v2 header already names the v3 preset 'ptc'",
-                "v3 ptc tag in v2 source",
-                edge=EDGE_NAME,
-            )
         migrated = dict(header)
         migrated["version"] = 3
         if migrated.get("agentPreset") == "code":
@@ -149,13 +146,6 @@ class _V2ToV3Stage(RenumberingStage):
         except AuditFailure as failure:
             self._fail(failure.detail, failure.rule, seq, event_type)
         data = event["data"]
-        if event_type == "agent-preset/selected" and data.get("agentPreset") == "ptc":
-            self._fail(
-                "a v2 preset selection already names 'ptc'",
-                "v3 ptc tag in v2 source",
-                seq,
-                event_type,
-            )
         for slot, message in iter_message_slots(event_type, data):
             self._track_source_id(message, slot, seq, event_type)
             source = message.get("source")

@@ -515,6 +515,13 @@ def v2_system_prompt_changes() -> Later:
     return Later(*run_edges(log, 2))
 
 
+def v2_ptc_preset() -> Later:
+    """A format-2 log whose header names the preset ``ptc``, as format-2 writers did."""
+    header, rows = run_edges(v0_basic(), 2)
+    header["agentPreset"] = "ptc"
+    return Later(header, rows)
+
+
 def v2_replacement() -> Later:
     return Later(*run_edges(v0_compaction_replacement(), 2))
 
@@ -557,6 +564,7 @@ VALID: dict[str, Callable[[], Source]] = {
     "v1-chunk-attempts": lambda: v1_from(v0_chunk_attempts()),
     "v2-system-prompt-changes": v2_system_prompt_changes,
     "v2-replacement": v2_replacement,
+    "v2-ptc-preset": v2_ptc_preset,
     "v3-tool-wrapper-unknown-ignorable": v3_wrappers_and_unknown,
     "v3-plugin-sources": v3_plugin_sources,
     "v4-current": v4_current,
@@ -762,7 +770,10 @@ def _leftover_block(header: Row, rows: list[Row]) -> None:
 
 
 def _ptc_in_v2(header: Row, rows: list[Row]) -> None:
-    header["agentPreset"] = "ptc"
+    for row in rows:
+        if row["type"] == "user/message":
+            row["data"]["source"] = {"kind": "plugin", "plugin": "tools-ptc"}
+            return
 
 
 def _seeded_without_marker(header: Row, rows: list[Row]) -> None:
@@ -897,7 +908,7 @@ REFUSED: dict[str, tuple[Callable[[], Source], str, str]] = {
     "2to3-v3-ptc-tag-in-v2-source": (
         _later(2, v0_basic, _ptc_in_v2),
         "v3 ptc tag in v2 source",
-        "a format-2 header already naming the format-3 preset 'ptc'",
+        "a format-2 message source already naming the format-3 plugin 'tools-ptc'",
     ),
     "2to3-cut-disagrees-with-header": (
         _later(2, v0_basic, _seeded_without_marker),

@@ -97,7 +97,7 @@ GARBAGE = b"\x00\xff not json at all {{{\n" * 50 + b"\xde\xad"
         ),
         (
             b'{"type":"session","version":2,"id":"a","createdAt":1,"isSeeded":false,"delegationDepth":0,"agentPreset":"ptc"}',
-            "unsupported",
+            "migration-required",
         ),
         (b'{"type":"session","id":"a"}', "malformed"),
         (b"not json", "malformed"),

@@ -86,11 +86,18 @@ def test_header_of_wrong_version_is_refused() -> None:
     assert "header version is 3, expected 2" in str(caught.value)
 
 
-def test_header_already_using_ptc_preset_is_refused() -> None:
-    with pytest.raises(MigrationRefusedError) as caught:
-        EDGE.header({**HEADER, "agentPreset": "ptc"}, MigrationContext(path=PATH))
-    assert cast(Any, caught.value).rule == "v3 ptc tag in v2 source"
-    assert "already names the v3 preset 'ptc'" in str(caught.value)
+def test_header_naming_the_ptc_preset_is_kept() -> None:
+    # Format-2 writers already named the preset "ptc"; the edge renames only "code".
+    header = {**HEADER, "agentPreset": "ptc"}
+    migrated = EDGE.header(header, MigrationContext(path=PATH))
+    assert migrated == {**header, "version": 3}
+    assert list(migrated) == list(header)
+
+
+def test_preset_selection_naming_ptc_is_kept() -> None:
+    header = {**HEADER, "agentPreset": "ptc"}
+    out = run(log(("agent-preset/selected", {"agentPreset": "ptc"})), header)
+    assert out == log(("agent-preset/selected", {"agentPreset": "ptc"}))
 
 
 # -- the system head ----------------------------------------------------------------
@@ -593,13 +600,6 @@ def test_empty_source_seqs_is_refused() -> None:
 
 
 def test_v3_ptc_tags_in_a_v2_source_are_refused() -> None:
-    error = refusal(log(("agent-preset/selected", {"agentPreset": "ptc"})))
-    assert (error.rule, error.seq, error.event_type) == (
-        "v3 ptc tag in v2 source",
-        0,
-        "agent-preset/selected",
-    )
-    assert "already names 'ptc'" in str(error)
     error = refusal(log(TURN, STEP, user("x", "m", {"kind": "plugin", "plugin": "tools-ptc"})))
     assert (error.rule, error.seq) == ("v3 ptc tag in v2 source", 2)
     assert "data.source already uses the v3 plugin name 'tools-ptc'" in str(error)
