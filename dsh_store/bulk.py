@@ -159,14 +159,18 @@ def migrate_paths(
     dry_run: bool = False,
     jobs: int = 1,
     progress: Progress[MigrationResult] | None = None,
+    evidence_root: str | os.PathLike[str] | None = None,
 ) -> list[MigrationResult]:
     """Migrate every log under ``paths`` to format 4; refusals are results, not errors.
 
     Store files (:func:`store_root`) publish ``session.v4.jsonl`` beside the untouched
-    source, with the child-session evidence of their own store (``in_place`` is for loose
-    files only). An older loose file needs ``output`` (exactly one source) or
-    ``in_place`` unless ``dry_run``. ``dry_run`` runs the chain in memory, writes nothing
-    and reports ``would-migrate``.
+    source (``in_place`` is for loose files only), or go to ``output``. An older loose
+    file needs ``output`` (exactly one source) or ``in_place`` unless ``dry_run``.
+    ``dry_run`` runs the chain in memory, writes nothing and reports ``would-migrate``.
+
+    Child-session evidence (it completes the v4 ``subagent/catalog``) comes from
+    ``evidence_root`` when given (``--store-root``), else from a store file's own store,
+    whatever the destination; a loose file without ``evidence_root`` has none.
 
     :raises MigrationOptionsError: conflicting options, or a loose file with nowhere to go.
     :raises NoLogsError: a PATH holds no log.
@@ -180,18 +184,23 @@ def migrate_paths(
         )
     requests: list[MigrationRequest] = []
     children = _ChildEvidence()
+    explicit = None if evidence_root is None else Path(evidence_root)
     for file in files:
-        location = None if output is not None else _store_location(file)
+        location = _store_location(file)
         loose = location is None
         if loose and output is None and not in_place and not dry_run and _needs_upgrade(file):
             raise MigrationOptionsError(f"{file} is a loose file: pass --output OUT or --in-place")
+        if explicit is not None:
+            evidence = children.of(explicit, _header_of(file)) if _needs_upgrade(file) else None
+        else:
+            evidence = None if location is None else children.of(*location)
         requests.append(
             MigrationRequest(
                 file,
                 None if output is None else Path(output),
                 in_place and loose,
                 dry_run,
-                None if location is None else children.of(*location),
+                evidence,
                 loose=loose,
             )
         )
@@ -201,21 +210,29 @@ def migrate_paths(
 class _ChildEvidence:
     """Child-session headers of store files, one index per store root (headers only).
 
-    Only roots established by :func:`_store_location` are walked, never a guess.
+    Only roots established by :func:`_store_location`, or named by the caller, are walked,
+    never a guess.
     """
 
     def __init__(self) -> None:
         self._indexes: dict[Path, dict[str, tuple[Mapping[str, Any], ...]]] = {}
 
-    def of(self, root: Path, info: HeaderInfo) -> tuple[Mapping[str, Any], ...] | None:
+    def of(self, root: Path, info: HeaderInfo | None) -> tuple[Mapping[str, Any], ...] | None:
         from .store import JsonlStore
 
-        if info.version == layout.CURRENT_VERSION:
+        if info is None or info.version == layout.CURRENT_VERSION:
             return None  # a current log is not upgraded: no store walk for it
         store = JsonlStore(root)
         if root not in self._indexes:
             self._indexes[root] = store.children_index()
         return store.migration_children(info, self._indexes[root])
+
+
+def _header_of(file: Path) -> HeaderInfo | None:
+    try:
+        return LogScanner(file).read_header()
+    except (DshStoreError, OSError):
+        return None  # the migration itself reports why the file cannot be read
 
 
 def _needs_upgrade(file: Path) -> bool:

@@ -712,6 +712,7 @@ def migrate_file(
     in_place: bool = False,
     dry_run: bool = False,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    store_root: str | os.PathLike[str] | None = None,
 ) -> MigrationResult:
     """Migrate one log file to format 4.
 
@@ -724,7 +725,16 @@ def migrate_file(
     every model rule and the target's (or backup's) checks in memory, writes nothing and
     reports what the real run would. Rerunning after a crash converges to the same result.
 
-    :raises ValueError: both ``output`` and ``in_place``.
+    The child-session evidence that completes the v4 ``subagent/catalog`` is, in this
+    order: ``child_headers`` as given; the sessions of ``store_root`` that name this log's
+    header id as ``parentSession``; for a store file (:func:`dsh_store.bulk.store_root`),
+    those of its own store; else none (a loose file: the catalog stays as written). So a
+    store file gives the same bytes however it is migrated (beside itself, to ``output``,
+    in a dry run, or by :func:`migrate_store`), and a loose copy of it gives them too when
+    its ``store_root`` is named.
+
+    :raises ValueError: both ``output`` and ``in_place``, or both ``child_headers`` and
+        ``store_root``.
     :raises NotASessionError: the file is empty or not a session log.
     :raises UnsupportedVersionError: the version is newer than 4 (or not a version).
     :raises CorruptLogError: the source has committed corruption.
@@ -735,9 +745,13 @@ def migrate_file(
     source = Path(src)
     if output is not None and in_place:
         raise ValueError("use either output or in_place, not both")
+    if child_headers is not None and store_root is not None:
+        raise ValueError("use either child_headers or store_root, not both")
     info = LogScanner(source).read_header()
     if info is None:
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
+    if child_headers is None:
+        child_headers = _child_evidence(source, info, store_root)
     if info.version == SESSION_FORMAT_VERSION and output is None:
         if in_place and not dry_run:
             # Perhaps replaced by a run killed before its directory fsync: make the
@@ -753,6 +767,24 @@ def migrate_file(
     temp, count, version, _ = _migrate_to_temp(source, target, child_headers)
     status = "migrated" if _publish(temp, target) else "current"
     return MigrationResult(source, status, version, target=target, events=count)
+
+
+def _child_evidence(
+    source: Path, info: HeaderInfo, store_root: str | os.PathLike[str] | None
+) -> tuple[Mapping[str, Any], ...] | None:
+    """The child headers of ``source`` from ``store_root``, else from its own store.
+
+    None for a v4 source (it is not upgraded) and for a loose file with no ``store_root``.
+    """
+    from .bulk import store_root as own_root
+    from .store import JsonlStore
+
+    if info.version == SESSION_FORMAT_VERSION:
+        return None
+    root = own_root(source) if store_root is None else Path(store_root)
+    if root is None:
+        return None
+    return JsonlStore(root).migration_children(info)
 
 
 def _beside(source: Path) -> Path:

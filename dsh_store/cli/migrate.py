@@ -42,6 +42,12 @@ if TYPE_CHECKING:
     help="Replace loose files atomically, keeping FILE.v<N>.bak (store files always "
     "publish beside their source).",
 )
+@click.option(
+    "--store-root",
+    type=click.Path(exists=True, file_okay=False),
+    help="Take the child sessions of this store root as evidence for the subagent catalog "
+    "(default: a store file's own store; none for a loose file).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 @JOBS
 @guarded
@@ -51,6 +57,7 @@ def migrate(
     dry_run: bool,
     output: str | None,
     in_place: bool,
+    store_root: str | None,
     as_json: bool,
     jobs: int,
 ) -> None:
@@ -83,6 +90,7 @@ def migrate(
             dry_run=check or dry_run,
             jobs=jobs,
             progress=progress("migrating"),
+            evidence_root=store_root,
         )
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)

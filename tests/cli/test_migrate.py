@@ -234,3 +234,28 @@ def test_a_v4_source_with_an_output_is_copied(invoke: Invoke, tmp_path: Path) ->
     assert result.stdout.splitlines()[-1] == "1 migrated"
     assert out.read_bytes() == source.read_bytes()
     assert invoke("migrate", source, "-o", out, "--check").exit_code == 0
+
+
+def test_store_root_gives_a_loose_copy_the_store_migration_bytes(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    from tests.migrations.store_logs import store_with_child
+
+    root = tmp_path / "store"
+    log = store_with_child(root)
+    loose = tmp_path / "parent.jsonl"
+    shutil.copyfile(log, loose)
+    stored = invoke("migrate", root)
+    assert stored.exit_code == 0, stored.output
+    by_store = log.with_name("session.v4.jsonl").read_bytes()
+    out = tmp_path / "out.jsonl"
+    named = invoke("migrate", loose, "--output", out, "--store-root", root)
+    assert named.exit_code == 0, named.output
+    assert out.read_bytes() == by_store
+    direct = tmp_path / "direct.jsonl"
+    assert invoke("migrate", log, "--output", direct).exit_code == 0
+    assert direct.read_bytes() == by_store
+    missing = invoke(
+        "migrate", loose, "--output", tmp_path / "x.jsonl", "--store-root", tmp_path / "no"
+    )
+    assert missing.exit_code == 2

@@ -67,7 +67,7 @@ def test_publish_upgrade_without_evidence_keeps_the_catalog_as_written(tmp_path:
     log = store_with_child(tmp_path / "root")
     published = publish_upgrade(read_log(log))
     output = tmp_path / "out.jsonl"
-    migrate_file(log, output=output)
+    migrate_file(log, output=output, child_headers=())  # explicitly: no children
     assert published.path.read_bytes() == output.read_bytes()
     assert b'"childId"' not in output.read_bytes()
 

@@ -16,7 +16,7 @@ import pytest
 
 from dsh_store.bulk import MigrationOptionsError, is_store_file, migrate_paths, store_root
 from dsh_store.jsonl import layout
-from dsh_store.migrate import migrate_store
+from dsh_store.migrate import migrate_file, migrate_store
 from dsh_store.store import JsonlStore
 
 from .store_logs import header_log, store_with_child
@@ -153,3 +153,51 @@ def test_a_symlinked_store_root_is_the_store(tmp_path: Path) -> None:
     link = tmp_path / "link"
     os.symlink(root, link)
     assert store_root(link / log.relative_to(root)) == root.resolve()
+
+
+def test_the_same_source_gives_the_same_bytes_however_it_is_migrated(tmp_path: Path) -> None:
+    """A fork parent's v4 bytes depend only on its source and the evidence named.
+
+    A store file takes its own store's children whether it is published beside itself,
+    sent to an output, or migrated by the library; a loose copy takes them when the store
+    root is named, and has none otherwise (its catalog stays as written).
+    """
+    roots = [tmp_path / f"root{index}" for index in range(3)]
+    logs = [store_with_child(root) for root in roots]
+    assert {r.status for r in migrate_paths([roots[0]])} == {"migrated", "current"}
+    by_store = logs[0].with_name("session.v4.jsonl").read_bytes()
+    assert b'"childId":"kid"' in by_store
+
+    by_output = tmp_path / "by-output.v4.jsonl"
+    (result,) = migrate_paths([logs[1]], output=by_output)
+    assert result.status == "migrated"
+    by_library = tmp_path / "by-library.v4.jsonl"
+    assert migrate_file(logs[2], output=by_library).status == "migrated"
+    assert migrate_file(logs[2]).status == "migrated"  # beside itself, as the store does
+
+    loose = tmp_path / "loose" / "parent.jsonl"
+    loose.parent.mkdir()
+    shutil.copyfile(logs[0], loose)
+    loose_named = tmp_path / "loose-named.v4.jsonl"
+    (result,) = migrate_paths([loose], output=loose_named, evidence_root=roots[0])
+    assert result.status == "migrated"
+    loose_library = tmp_path / "loose-library.v4.jsonl"
+    migrate_file(loose, output=loose_library, store_root=roots[0])
+    for published in (
+        by_output,
+        by_library,
+        logs[2].with_name("session.v4.jsonl"),
+        loose_named,
+        loose_library,
+    ):
+        assert published.read_bytes() == by_store, published
+
+    unnamed = tmp_path / "loose-unnamed.v4.jsonl"
+    migrate_file(loose, output=unnamed)
+    assert b'"childId":"kid"' not in unnamed.read_bytes()
+
+
+def test_child_headers_and_store_root_together_are_refused(tmp_path: Path) -> None:
+    log = store_with_child(tmp_path / "root")
+    with pytest.raises(ValueError, match="either child_headers or store_root"):
+        migrate_file(log, dry_run=True, child_headers=(), store_root=tmp_path / "root")
