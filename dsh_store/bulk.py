@@ -117,9 +117,10 @@ class MigrationRequest:
     ``child_headers`` are the header rows of the sessions in the same store naming this
     one as parent (None for a loose file: unknown). ``loose`` says whether ``source`` is
     a loose file (None: decided by :func:`is_store_file` when the request runs).
+    ``lenient`` asks for the lenient opt-in of the chain.
     """
 
-    __slots__ = ("child_headers", "dry_run", "in_place", "loose", "output", "source")
+    __slots__ = ("child_headers", "dry_run", "in_place", "lenient", "loose", "output", "source")
 
     def __init__(
         self,
@@ -129,6 +130,7 @@ class MigrationRequest:
         dry_run: bool,
         child_headers: tuple[Mapping[str, Any], ...] | None = None,
         loose: bool | None = None,
+        lenient: bool = False,
     ) -> None:
         self.source = source
         self.output = output
@@ -136,6 +138,7 @@ class MigrationRequest:
         self.dry_run = dry_run
         self.child_headers = child_headers
         self.loose = loose
+        self.lenient = lenient
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -147,6 +150,7 @@ class MigrationRequest:
                 self.dry_run,
                 self.child_headers,
                 self.loose,
+                self.lenient,
             ),
         )
 
@@ -160,6 +164,7 @@ def migrate_paths(
     jobs: int = 1,
     progress: Progress[MigrationResult] | None = None,
     evidence_root: str | os.PathLike[str] | None = None,
+    lenient: bool = False,
 ) -> list[MigrationResult]:
     """Migrate every log under ``paths`` to format 4; refusals are results, not errors.
 
@@ -171,6 +176,7 @@ def migrate_paths(
     Child-session evidence (it completes the v4 ``subagent/catalog``) comes from
     ``evidence_root`` when given (``--store-root``), else from a store file's own store,
     whatever the destination; a loose file without ``evidence_root`` has none.
+    ``lenient`` is :func:`dsh_store.migrate.migrate_file`'s.
 
     :raises MigrationOptionsError: conflicting options, or a loose file with nowhere to go.
     :raises NoLogsError: a PATH holds no log.
@@ -202,6 +208,7 @@ def migrate_paths(
                 dry_run,
                 evidence,
                 loose=loose,
+                lenient=lenient,
             )
         )
     return map_files(migrate_one, requests, jobs=jobs, progress=progress)
@@ -256,6 +263,7 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
             # A loose dry run with no destination still runs the whole chain.
             in_place=request.in_place or loose_dry_run,
             dry_run=request.dry_run,
+            lenient=request.lenient,
         )
     except (DshStoreError, OSError) as error:
         reason = _one_line(error, source=source)

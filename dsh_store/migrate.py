@@ -182,6 +182,7 @@ def upgrade(
     path: str | None = None,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
     extras: Mapping[str, Any] | None = None,
+    lenient: bool = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent]]:
     """Upgrade wire rows of any supported version to v4, in memory, lazily.
 
@@ -192,12 +193,16 @@ def upgrade(
 
     :param child_headers: headers of the sessions naming this one as parent (completes the
         v4 subagent catalog); ``None`` when unknown, e.g. a loose file.
+    :param lenient: also migrate the format-0 logs DSH's reader loads but the faithful
+        chain refuses (a surface event before the first step, an unknown ignorable event
+        type), recording every deviation in a trailing ignorable ``migration/note`` event
+        (docs/migrations.md, "The lenient opt-in").
     :raises UnsupportedVersionError: the header's version is not 0-4.
     :raises MigrationRefusedError: raised while iterating, when an edge refuses or the
         upgraded event is not valid v4 (naming path, seq, event type and rule).
     """
     header, events, _ = _upgrade(
-        header_json, events_json, path, child_headers, extras, fresh_dicts=False
+        header_json, events_json, path, child_headers, extras, fresh_dicts=False, lenient=lenient
     )
     return header, events
 
@@ -210,6 +215,7 @@ def _upgrade(
     extras: Mapping[str, Any] | None,
     *,
     fresh_dicts: bool,
+    lenient: bool = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
     """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's).
 
@@ -217,6 +223,7 @@ def _upgrade(
     whose seqs are the source's).
     """
     from .migrations import MigrationContext
+    from .migrations._lenient import LenientLog
     from .migrations._pipeline import located_chain
 
     version = _version_of(header_json, path)
@@ -231,6 +238,7 @@ def _upgrade(
         session_id=header_json.get("id"),
         child_headers=child_headers,
         extras=extras or {},
+        lenient=LenientLog() if lenient else None,
     )
     # The edges take dicts: other mappings are copied, fresh dicts are handed on as they are.
     rows: Iterable[dict[str, Any]] = (
@@ -481,6 +489,7 @@ def _migrate_to_temp(
     source: Path,
     target: Path,
     child_headers: tuple[Mapping[str, Any], ...] | None,
+    lenient: bool = False,
 ) -> tuple[Path, int, int, str]:
     """Stream ``source`` through the chain into a fully verified temp file beside ``target``.
 
@@ -492,7 +501,7 @@ def _migrate_to_temp(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     assert scanner.stat is not None
     revision = revision_of(scanner.stat)
-    _, header_line, events, locate = _source_stream(source, scanner, info, child_headers)
+    _, header_line, events, locate = _source_stream(source, scanner, info, child_headers, lenient)
     try:
         with corruption_first(source):
             temp, count = _write_temp(target, header_line, events)
@@ -528,6 +537,7 @@ def _source_stream(
     scanner: LogScanner,
     info: HeaderInfo,
     child_headers: tuple[Mapping[str, Any], ...] | None,
+    lenient: bool = False,
 ) -> tuple[SessionHeader, bytes, Iterator[SessionEvent], Locate | None]:
     """The v4 header, its line and the v4 events to publish for ``source``, and their
     locator.
@@ -540,7 +550,13 @@ def _source_stream(
         header = SessionHeader.from_json(info.value)
         return header, info.raw + b"\n", _copied_events(scanner, str(source)), None
     header, events, locate = _upgrade(
-        info.value, _scanned_rows(scanner), str(source), child_headers, None, fresh_dicts=True
+        info.value,
+        _scanned_rows(scanner),
+        str(source),
+        child_headers,
+        None,
+        fresh_dicts=True,
+        lenient=lenient,
     )
     return header, header.encode(), events, locate
 
@@ -713,6 +729,7 @@ def migrate_file(
     dry_run: bool = False,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
     store_root: str | os.PathLike[str] | None = None,
+    lenient: bool = False,
 ) -> MigrationResult:
     """Migrate one log file to format 4.
 
@@ -732,6 +749,10 @@ def migrate_file(
     store file gives the same bytes however it is migrated (beside itself, to ``output``,
     in a dry run, or by :func:`migrate_store`), and a loose copy of it gives them too when
     its ``store_root`` is named.
+
+    ``lenient`` is the opt-in of :func:`upgrade`: the two kinds of format-0 logs DSH's
+    reader loads but the faithful chain refuses are migrated, every deviation listed in
+    the trailing ``migration/note`` event. Without a deviation the bytes are the default's.
 
     :raises ValueError: both ``output`` and ``in_place``, or both ``child_headers`` and
         ``store_root``.
@@ -760,11 +781,11 @@ def migrate_file(
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
     # From here on a v4 source has an ``output``: it is copied there, by the same protocol.
     if dry_run:
-        return _dry_run(source, output, in_place, child_headers)
+        return _dry_run(source, output, in_place, child_headers, lenient)
     if in_place:
-        return _migrate_in_place(source, child_headers)
+        return _migrate_in_place(source, child_headers, lenient)
     target = Path(output) if output is not None else _beside(source)
-    temp, count, version, _ = _migrate_to_temp(source, target, child_headers)
+    temp, count, version, _ = _migrate_to_temp(source, target, child_headers, lenient)
     status = "migrated" if _publish(temp, target) else "current"
     return MigrationResult(source, status, version, target=target, events=count)
 
@@ -802,6 +823,7 @@ def _dry_run(
     output: str | os.PathLike[str] | None,
     in_place: bool,
     child_headers: tuple[Mapping[str, Any], ...] | None,
+    lenient: bool = False,
 ) -> MigrationResult:
     """What the real run would report, checked in memory; nothing is written.
 
@@ -813,7 +835,9 @@ def _dry_run(
     scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     assert info is not None
-    header, header_line, events, locate = _source_stream(source, scanner, info, child_headers)
+    header, header_line, events, locate = _source_stream(
+        source, scanner, info, child_headers, lenient
+    )
     with contextlib.ExitStack() as stack:
         probe: _PrefixProbe | None = None
         if not in_place and os.path.lexists(target):
@@ -834,9 +858,9 @@ def _dry_run(
 
 
 def _migrate_in_place(
-    source: Path, child_headers: tuple[Mapping[str, Any], ...] | None
+    source: Path, child_headers: tuple[Mapping[str, Any], ...] | None, lenient: bool
 ) -> MigrationResult:
-    temp, count, version, revision = _migrate_to_temp(source, source, child_headers)
+    temp, count, version, revision = _migrate_to_temp(source, source, child_headers, lenient)
     backup = _backup_of(source, version)
     try:
         _keep_backup(source, backup)
@@ -882,13 +906,16 @@ def _same_bytes(left: Path, right: Path) -> bool:
     return left.stat().st_size == right.stat().st_size and _starts_with(left, right)
 
 
-def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> list[MigrationResult]:
+def migrate_store(
+    root: str | os.PathLike[str], *, dry_run: bool = False, lenient: bool = False
+) -> list[MigrationResult]:
     """Publish ``session.v4.jsonl`` beside every older-only session in a store root.
 
     Each session directory's newest generation is used. Sessions already at v4 are
     reported ``current``; refusals, corrupt and unsupported logs are reported ``refused``
     with the reason and do not stop the others. The child headers of each session are
-    passed to the chain so the v4 subagent catalog is complete.
+    passed to the chain so the v4 subagent catalog is complete. ``lenient`` is
+    :func:`migrate_file`'s.
     """
     from .store import JsonlStore
 
@@ -903,7 +930,9 @@ def migrate_store(root: str | os.PathLike[str], *, dry_run: bool = False) -> lis
             if index is None and info.version != SESSION_FORMAT_VERSION:
                 index = store.children_index()  # one walk of the store, built on first need
             children = store.migration_children(info, index)
-            results.append(migrate_file(log, dry_run=dry_run, child_headers=children))
+            results.append(
+                migrate_file(log, dry_run=dry_run, child_headers=children, lenient=lenient)
+            )
         except DshStoreError as error:
             version = getattr(error, "version", None)
             results.append(

@@ -76,16 +76,22 @@ class FileReport(NamedTuple):
     version: int | None
     events: int | None
     findings: tuple[Finding, ...]
+    lenient_would_migrate: bool | None = None
+    """For a ``refused`` file whose refusal the lenient opt-in lifts: whether the lenient
+    chain migrates it (None when the opt-in does not apply)."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``--json`` shape documented in docs/cli.md."""
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "classification": self.classification,
             "version": self.version,
             "events": self.events,
             "findings": [finding_json(finding) for finding in self.findings],
         }
+        if self.lenient_would_migrate is not None:
+            out["lenientWouldMigrate"] = self.lenient_would_migrate
+        return out
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
@@ -108,11 +114,14 @@ def read_log(
     path: str | os.PathLike[str],
     *,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    lenient: bool = False,
 ) -> Inspection:
     """Restore ``path`` in memory: scan, upgrade, validate, compute closers. Never writes.
 
     :param child_headers: header rows of sessions naming this one as parent (used when
         an older log is upgraded; None when unknown, e.g. a loose file).
+    :param lenient: upgrade an older log with the lenient opt-in of
+        :func:`dsh_store.migrate.upgrade` (the events then end in its ``migration/note``).
     :raises NotASessionError: the first line is not a session header (or the file is empty).
     :raises UnsupportedVersionError: the header's version is newer than 4 (or invalid).
     :raises CorruptLogError: committed corruption (with line and byte offset), including a
@@ -127,7 +136,7 @@ def read_log(
     from .model import interrupted_closers
 
     log = Path(path)
-    scanner, version, header, events, locate = _open_located(log, child_headers)
+    scanner, version, header, events, locate = _open_located(log, child_headers, lenient=lenient)
     with source_located(log), corruption_first(log), _collector_paused():
         try:
             session = Session.from_restore(header, events)
@@ -170,6 +179,8 @@ def _open_located(
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
     scanner: LogScanner | None = None,
+    *,
+    lenient: bool = False,
 ) -> tuple[LogScanner, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
     """:func:`_open_events`, plus the migration's locator of an upgraded log (upgraded
     seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log."""
@@ -182,7 +193,7 @@ def _open_located(
     if info.version == SESSION_FORMAT_VERSION:
         events = _current_events(rows, log)
         return scanner, info.version, _header_from_row(info.value, log), events, None
-    header, events, locate = _upgraded(info.value, rows, log, child_headers)
+    header, events, locate = _upgraded(info.value, rows, log, child_headers, lenient)
     return scanner, info.version, header, events, locate
 
 
@@ -363,6 +374,7 @@ def _upgraded(
     rows: Iterable[ScannedRow],
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
+    lenient: bool = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
     from .migrate import _upgrade
 
@@ -374,6 +386,7 @@ def _upgraded(
             child_headers,
             None,
             fresh_dicts=True,  # the scanner's rows, each used once
+            lenient=lenient,
         )
     except EventValidationError as error:
         raise MigrationRefusedError(
@@ -388,6 +401,7 @@ def examine(
     path: str | os.PathLike[str],
     *,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    lenient: bool = False,
 ) -> FileReport:
     """Classify one file and list every finding; never raises for a damaged file, never writes.
 
@@ -401,11 +415,18 @@ def examine(
     in file order), followed by the finding of the error itself.
 
     The report's ``path`` is ``path`` as a string (``os.fspath``), not normalized.
+
+    ``lenient`` reads an older log with the lenient opt-in of
+    :func:`dsh_store.migrate.upgrade`. Without it, a file refused for a reason the opt-in
+    lifts is checked once more with it: the finding then says whether ``--lenient`` would
+    migrate it, and ``lenient_would_migrate`` holds the answer.
     """
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events, locate = _open_located(log, child_headers, scanner)
+        _, version, header, events, locate = _open_located(
+            log, child_headers, scanner, lenient=lenient
+        )
         with source_located(log), corruption_first(log, scanner):
             try:
                 checked = check_stream_session(header, events)
@@ -446,6 +467,14 @@ def examine(
             ),
         )
     except MigrationRefusedError as error:
+        would = None if lenient else _lenient_would_migrate(log, error, child_headers)
+        text = _refusal_text(error)
+        if would is not None:
+            text += (
+                "; `--lenient` would migrate it, recording each deviation in a migration/note event"
+                if would
+                else "; `--lenient` would not migrate it either"
+            )
         return FileReport(
             log,
             "refused",
@@ -453,10 +482,9 @@ def examine(
             None,
             (
                 *scanner.findings,
-                Finding(
-                    f"refused: {error.rule}", _refusal_text(error), error.line, None, error.seq
-                ),
+                Finding(f"refused: {error.rule}", text, error.line, None, error.seq),
             ),
+            would,
         )
     except (EventValidationError, LosslessJsonError) as error:
         return FileReport(
@@ -489,6 +517,19 @@ def check_stream_session(header: SessionHeader, events: Iterable[SessionEvent]) 
     checked = StreamCheck.from_restore(header, events)
     assert isinstance(checked, StreamCheck)
     return checked
+
+
+def _lenient_would_migrate(
+    log: str, error: MigrationRefusedError, child_headers: tuple[Mapping[str, Any], ...] | None
+) -> bool | None:
+    """Whether the lenient chain reads ``log``, refused with ``error`` by the default one;
+    None when the opt-in does not address that refusal."""
+    from .migrations._lenient import LENIENT_RULES
+
+    if error.rule not in LENIENT_RULES:
+        return None
+    report = examine(log, child_headers=child_headers, lenient=True)
+    return report.classification in ("ok", "torn-tail", "open-turn", "needs-migration")
 
 
 def _refusal_text(error: MigrationRefusedError) -> str:

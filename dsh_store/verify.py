@@ -32,6 +32,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import NamedTuple, TypeVar
 
 from .errors import DshStoreError
@@ -205,14 +206,14 @@ def map_files(
     return list(lazy)
 
 
-def examine_file(path: str) -> FileReport:
+def examine_file(path: str, *, lenient: bool = False) -> FileReport:
     """:func:`dsh_store.restore.examine`, with an unexpected failure naming the file.
 
     A directory here is one the walk could not list (:func:`iter_log_files`): it is
     reported ``not-a-session`` with an ``unreadable`` finding, since its logs went unchecked.
     """
     try:
-        report = examine(path)
+        report = examine(path, lenient=lenient)
     except DshStoreError:
         raise
     except Exception as error:  # a library defect: say which file triggered it
@@ -411,6 +412,7 @@ def verify_tree(
     *,
     jobs: int = 1,
     progress: Progress[FileReport] | None = None,
+    lenient: bool = False,
 ) -> VerifyResult:
     """Examine every log file under ``paths`` and find the orphan temps; never writes.
 
@@ -423,7 +425,7 @@ def verify_tree(
     """
     orphans: list[LeftoverTemp] = []
     files = collect_log_files(paths, orphans=orphans)
-    return VerifyResult(_with_temps(files, jobs=jobs, progress=progress), orphans)
+    return VerifyResult(_with_temps(files, jobs=jobs, progress=progress, lenient=lenient), orphans)
 
 
 def verify_paths(
@@ -431,6 +433,7 @@ def verify_paths(
     *,
     jobs: int = 1,
     progress: Progress[FileReport] | None = None,
+    lenient: bool = False,
 ) -> list[FileReport]:
     """Examine every log file under ``paths``; never writes.
 
@@ -438,15 +441,19 @@ def verify_paths(
     string. Each report ends with one ``leftover-temp`` finding per publish temp of its log
     (:func:`leftover_temps`); the classification does not depend on them.
 
+    ``lenient`` reads older logs with the lenient opt-in of
+    :func:`dsh_store.migrate.upgrade` (:func:`dsh_store.restore.examine`).
+
     :raises NoLogsError: one of ``paths`` is a directory holding no log.
     """
-    return _with_temps(collect_log_files(paths), jobs=jobs, progress=progress)
+    return _with_temps(collect_log_files(paths), jobs=jobs, progress=progress, lenient=lenient)
 
 
 def _with_temps(
-    files: list[str], *, jobs: int, progress: Progress[FileReport] | None
+    files: list[str], *, jobs: int, progress: Progress[FileReport] | None, lenient: bool = False
 ) -> list[FileReport]:
-    reports = map_files(examine_file, files, jobs=jobs, progress=progress)
+    examine_one = partial(examine_file, lenient=True) if lenient else examine_file
+    reports = map_files(examine_one, files, jobs=jobs, progress=progress)
     temps = leftover_temps(files)
     if not temps:
         return reports
@@ -462,12 +469,14 @@ def _with_temps(
     ]
 
 
-def verify_path(path: str | os.PathLike[str], *, jobs: int = 1) -> list[FileReport]:
+def verify_path(
+    path: str | os.PathLike[str], *, jobs: int = 1, lenient: bool = False
+) -> list[FileReport]:
     """Examine one file, session directory or store root; never writes.
 
     :func:`verify_paths` for a single PATH: each report's ``path`` is a string.
     """
-    return verify_paths([path], jobs=jobs)
+    return verify_paths([path], jobs=jobs, lenient=lenient)
 
 
 def counts_as_failure(

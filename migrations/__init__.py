@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ._lenient import LenientLog
 
 __all__ = [
     "CURRENT_VERSION",
@@ -45,12 +48,16 @@ class MigrationContext:
         store root whose header names this session as ``parentSession``; used by 3->4 to
         complete ``subagent/catalog``. ``None`` means "unknown" (a loose file with no
         store root); an empty tuple means "known to have no children".
+    :param lenient: set for the lenient opt-in (:mod:`._lenient`): the edges then migrate
+        the two kinds of format-0 logs DSH's reader loads but they refuse by default, and
+        record each deviation here. ``None``: the faithful default.
     """
 
     path: str | None = None
     session_id: str | None = None
     child_headers: tuple[Mapping[str, Any], ...] | None = None
     extras: Mapping[str, Any] = field(default_factory=dict)
+    lenient: LenientLog | None = None
 
 
 class EdgeStage(Protocol):
@@ -124,14 +131,22 @@ def chain(
     versions exist only in memory, one event (or one turn) at a time.
     """
     version = header["version"]
+    source_header = header
     stream: Iterable[Row] = events
+    stages: list[Any] = []
     for source in range(version, CURRENT_VERSION):
         edge = EDGES[source]
         stage = edge.stage(header, context)
+        stages.append(stage)
         header = edge.header(header, context)
         if on_header is not None:
             on_header(header)
         stream = _run_stage(stage, stream)
+    if context.lenient is not None and stages:
+        from ._lenient import NoteStage
+
+        note = NoteStage(context.lenient, stages, version, source_header)
+        stream = _run_stage(note, stream)
     return header, stream
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, cast
 
 from . import CURRENT_VERSION, EDGES, EdgeStage, MigrationContext, Row
+from ._lenient import NoteStage
 from .v0_to_v1 import V0ToV1Stage
 from .v1_to_v2 import V1ToV2Stage
 
@@ -65,12 +66,16 @@ def located_chain(
 ) -> tuple[Row, Iterator[Row], SourceSeqs]:
     """:func:`fused_chain`, plus the :class:`SourceSeqs` of its stages."""
     stages: list[EdgeStage] = []
+    source_header = header
     for source in range(header["version"], CURRENT_VERSION):
         edge = EDGES[source]
         stages.append(edge.stage(header, context))
         header = edge.header(header, context)
     if len(stages) == 4 and type(stages[0]) is V0ToV1Stage and type(stages[1]) is V1ToV2Stage:
         stages[:2] = [EarlyStages(stages[0], stages[1])]
+    if context.lenient is not None and stages:
+        locating = cast("list[_LocatingStage]", list(stages))
+        stages.append(NoteStage(context.lenient, locating, source_header["version"], source_header))
     return header, drive(stages, events), SourceSeqs(stages)
 
 

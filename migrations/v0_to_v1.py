@@ -35,7 +35,8 @@ A header without ``delegationDepth`` (written by early format-0 builds) gets ``0
 - ``malformed-packed-row``: a packed row without the exact packed shape.
 - ``removed-event-type``: ``request/header-delta`` or ``mode/set``.
 - ``fallback-request-reason``: a ``request/header`` whose reason is ``fallback``.
-- ``unknown-event-type``: a type outside the 51 format-0 types, even when ignorable.
+- ``unknown-event-type``: a type outside the 51 format-0 types, even when ignorable
+  (with ``context.lenient``, an ignorable type no format knows is carried unchanged).
 - ``envelope-member``: an envelope key the type may not carry, or ``ignorable`` not ``true``.
 - ``malformed-legacy-shape``: a legacy shape (trigger, turn-end reason, messagePrefix,
   steering message, message wrapper) that is not exactly one of the known forms.
@@ -70,6 +71,7 @@ from ._early_rows import (
     EarlyStage,
     check_source_version,
 )
+from ._lenient import is_carried_unknown, unknown_change
 from ._plain_chunks import PLAIN_ROW_KEYS, PlainChunk, plain_chunk
 from .packed import check_packed_row, is_packed_row
 from .v0_vocabulary import (
@@ -137,6 +139,7 @@ class V0ToV1Stage(EarlyStage):
         self._retry_ids: dict[str, str] = {}
         self._compaction_id: str | None = None
         self._surface_ids: dict[int, str | None] = {}
+        self._lenient = context.lenient
 
     @property
     def tracked_surface_ids(self) -> int:
@@ -215,6 +218,10 @@ class V0ToV1Stage(EarlyStage):
         if event_type == "steering/message":
             event_type, data = "user/message", self._steering(data, seq)
         if event_type not in EVENT_TYPES:
+            if self._lenient is not None and is_carried_unknown(row, event_type):
+                self._check_members(row, event_type, seq, BASE_ENVELOPE)
+                self._lenient.record(EDGE_NAME, seq, unknown_change(event_type))
+                return dict(row)
             raise self._refuse(
                 "unknown-event-type",
                 f"{event_type!r} is not a format-0 event type (refused even when ignorable)",

@@ -35,7 +35,8 @@ Refusal rules (``MigrationRefusedError.rule``, edge ``"1->2"``):
 - ``malformed-seed-length``: ``seedLength`` is not a non-negative safe integer.
 - ``malformed-envelope`` / ``seq-not-dense``: as in 0->1.
 - ``malformed-packed-row``: a packed row without the exact packed shape.
-- ``unknown-event-type``: a type outside the 51 format-1 types, even when ignorable.
+- ``unknown-event-type``: a type outside the 51 format-1 types, even when ignorable
+  (with ``context.lenient``, an ignorable type no format knows is carried unchanged).
 - ``envelope-member``: an envelope key the type may not carry (chunks may carry
   ``ignorable``, ``sourceEventSeqs`` and ``surfaceOp``), or ``ignorable`` not ``true``.
 - ``missing-payload-member`` / ``unexpected-payload-member``: payload keys are not exact.
@@ -75,6 +76,7 @@ from ._early_rows import (
     EarlyStage,
     check_source_version,
 )
+from ._lenient import is_carried_unknown, unknown_change
 from ._plain_chunks import PlainChunk, plain_chunk
 from .packed import expand_packed_row, is_packed_row
 from .seqmap import CONSUMED, SeqMap, expand_seq_list
@@ -167,6 +169,7 @@ class V1ToV2Stage(EarlyStage):
         self._open_turn: int | None = None
         self._open_step: int | None = None
         self._after_restart_splice = False
+        self._lenient = context.lenient
 
     def source_seq(self, target: int) -> int | None:
         """The source seq of target event ``target``; ``None`` for one this edge made."""
@@ -218,6 +221,10 @@ class V1ToV2Stage(EarlyStage):
     def _check_envelope(self, row: Row) -> None:
         event_type, seq = self._check_row(row)
         if event_type not in EVENT_TYPES:
+            if self._lenient is not None and is_carried_unknown(row, event_type):
+                self._check_members(row, event_type, seq, BASE_ENVELOPE)
+                self._lenient.record(EDGE_NAME, seq, unknown_change(event_type))
+                return
             raise self._refuse(
                 "unknown-event-type",
                 f"{event_type!r} is not a format-1 event type (refused even when ignorable)",

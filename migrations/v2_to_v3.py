@@ -23,9 +23,16 @@ from typing import Any
 import orjson
 
 from . import EdgeStage, MigrationContext, Row
+from ._lenient import HEAD_BEFORE_STEP, is_carried_unknown, unknown_change
 from ._renumbering import DELIVERY_MARKER, RenumberingStage, check_source_version
 from ._seq_references import remap_payload_references
-from ._v2_audit import SURFACE_TYPES_V2, AuditFailure, audit_v2_event, iter_message_slots
+from ._v2_audit import (
+    SURFACE_TYPES_V2,
+    V2_EVENT_TYPES,
+    AuditFailure,
+    audit_v2_event,
+    iter_message_slots,
+)
 
 __all__ = ["EDGE", "SYSTEM_PROMPT_PLUGIN", "V2ToV3Edge", "synthetic_system_id"]
 
@@ -105,6 +112,10 @@ class _V2ToV3Stage(RenumberingStage):
         self._generated_ids: set[str] = set()
         # Only source ids that carry the synthetic prefix can ever collide; keep just those.
         self._prefixed_source_ids: set[str] = set()
+        self._lenient = context.lenient
+        # The open turn and its last step number, for the lenient head (see _early_head).
+        self._open_turn: Any = None
+        self._last_step: Any = 0
 
     # -- protocol -----------------------------------------------------------------
 
@@ -112,13 +123,7 @@ class _V2ToV3Stage(RenumberingStage):
         seq, event_type = self._admit(event)
         out: list[Row] = []
         if event_type in SURFACE_TYPES_V2 and self._head_seq is None:
-            self._fail(
-                "surface before first step cannot acquire a system head without changing "
-                "chronology",
-                "surface before first step",
-                seq,
-                event_type,
-            )
+            out.append(self._early_head(event, seq, event_type))
         if event_type == "request/header":
             replacement = self._prompt_replacement(event, seq)
             if replacement is not None:
@@ -127,10 +132,15 @@ class _V2ToV3Stage(RenumberingStage):
         out.append(self._convert(event, seq, event_type))
         if event_type == "step/start":
             self._open_step = (event["data"]["turn"], event["data"]["step"])
+            self._last_step = event["data"]["step"]
             if self._head_seq is None:
                 out.append(self._head(event, seq))
-        elif event_type in ("step/end", "turn/end"):
+        elif event_type == "step/end":
             self._open_step = None
+        elif event_type == "turn/start":
+            self._open_turn, self._last_step = event["data"]["turn"], 0
+        elif event_type == "turn/end":
+            self._open_step = self._open_turn = None
         return out
 
     def finish(self) -> Iterable[Row]:
@@ -141,6 +151,23 @@ class _V2ToV3Stage(RenumberingStage):
 
     def _admit(self, event: Row) -> tuple[int, str]:
         seq, event_type = super()._admit(event)
+        if (
+            self._lenient is not None
+            and event_type not in V2_EVENT_TYPES
+            and is_carried_unknown(event, event_type)
+        ):
+            if set(event) - {"type", "seq", "time", "data", "ignorable"} or not isinstance(
+                event.get("data"), dict
+            ):
+                self._fail(
+                    "an unknown ignorable event is carried only as {type, seq, time, data, "
+                    "ignorable} with an object payload",
+                    "malformed envelope",
+                    seq,
+                    event_type,
+                )
+            self._lenient.record(EDGE_NAME, seq, unknown_change(event_type))
+            return seq, event_type
         try:
             audit_v2_event(event)
         except AuditFailure as failure:
@@ -207,6 +234,39 @@ class _V2ToV3Stage(RenumberingStage):
             "time": anchor["time"],
             "data": {"turn": turn, "step": step, "message": message},
         }
+        return row
+
+    def _early_head(self, event: Row, seq: int, event_type: str) -> Row:
+        """The head for a surface event that comes before the first ``step/start``.
+
+        Refused by default: the head cannot follow a step/start without moving the event
+        behind it. With the lenient opt-in, and a turn open, the empty head is inserted
+        just before the event, naming the open turn and the step that opens next, so it
+        is surface node 0 (the prompt first, as DSH's format-0 reader builds requests).
+        """
+        turn = self._open_turn
+        if self._lenient is None or turn is None or not isinstance(self._last_step, int):
+            why = "" if self._lenient is None else " (not even leniently: no turn is open)"
+            self._fail(
+                "surface before first step cannot acquire a system head without changing "
+                f"chronology{why}",
+                "surface before first step",
+                seq,
+                event_type,
+            )
+        self._shift.insert_before(seq)
+        row = self._system_message(event, seq, turn, self._last_step + 1, "")
+        row["surfaceOp"] = "append"
+        self._head_seq = row["seq"]
+        self._lenient.record(
+            EDGE_NAME,
+            seq,
+            {
+                "change": HEAD_BEFORE_STEP,
+                "sourceType": event_type,
+                "messageId": row["data"]["message"]["id"],
+            },
+        )
         return row
 
     def _head(self, step_start: Row, seq: int) -> Row:

@@ -48,6 +48,12 @@ if TYPE_CHECKING:
     help="Take the child sessions of this store root as evidence for the subagent catalog "
     "(default: a store file's own store; none for a loose file).",
 )
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Also migrate the format-0 logs DSH's reader loads but the faithful chain refuses, "
+    "recording each deviation in a migration/note event (docs/migrations.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 @JOBS
 @guarded
@@ -58,6 +64,7 @@ def migrate(
     output: str | None,
     in_place: bool,
     store_root: str | None,
+    lenient: bool,
     as_json: bool,
     jobs: int,
 ) -> None:
@@ -91,6 +98,7 @@ def migrate(
             jobs=jobs,
             progress=progress("migrating"),
             evidence_root=store_root,
+            lenient=lenient,
         )
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Pass torn tails and open turns (a load repairs them without loss).",
 )
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Read older logs as `migrate --lenient` upgrades them (docs/migrations.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @click.option(
     "--format",
@@ -56,6 +61,7 @@ def verify(
     strict: bool,
     require_current: bool,
     allow_repairable: bool,
+    lenient: bool,
     as_json: bool,
     output_format: str,
     jobs: int,
@@ -81,7 +87,9 @@ def verify(
     from ..verify import NoLogsError, counts_as_failure, verify_json, verify_tree
 
     try:
-        reports, orphans = verify_tree(paths, jobs=jobs, progress=progress("verifying"))
+        reports, orphans = verify_tree(
+            paths, jobs=jobs, progress=progress("verifying"), lenient=lenient
+        )
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)
     failures = {

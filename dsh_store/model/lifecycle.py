@@ -68,7 +68,7 @@ class LifecycleState:
                 or self.open_turn is None
                 or facts.turn != self.open_turn
                 or facts.step != self.open_step
-            ):
+            ) and not self._system_before_step(event_type, facts):
                 self._check_in_step(event_type, seq, facts)  # raises the precise error
             if event_type == "tool/call":
                 if facts.call_id in self.called:
@@ -188,6 +188,18 @@ class LifecycleState:
         elif event_type == "step/end":
             self.open_step = None
             self._clear_calls()
+
+    def _system_before_step(self, event_type: str, facts: EventFacts) -> bool:
+        """A system/message rendered for the step about to open: in the open turn, with
+        no step open, naming that turn and the next step number (DSH's loop renders the
+        prompt before the step's first user/message)."""
+        return (
+            event_type == "system/message"
+            and self.open_turn is not None
+            and self.open_step is None
+            and facts.turn == self.open_turn
+            and facts.step == self.last_step + 1
+        )
 
     def _clear_calls(self) -> None:
         if self.requested or self.called or self.resolved:

@@ -143,3 +143,41 @@ def test_kill_at_random_moments(tmp_path: Path, mode: str) -> None:
         check(source, original, expected)
         migrate_file(source, in_place=(mode == "in-place"))
         assert check(source, original, expected)
+
+
+LENIENT_CHILD = (
+    "import sys\n"
+    "from dsh_store.migrate import migrate_file\n"
+    "migrate_file(sys.argv[1], lenient=True)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "failpoint", ["migrate.before-fsync", "migrate.before-link", "migrate.after-link"]
+)
+def test_kill_during_a_lenient_migration(tmp_path: Path, failpoint: str) -> None:
+    """The lenient opt-in publishes through the same protocol: the same crash story."""
+    import json
+
+    from dsh_store.migrate import upgrade
+
+    from .early_logs import header
+    from .test_lenient import user_first_log
+
+    directory = tmp_path / "sess"
+    directory.mkdir()
+    source = directory / "session.jsonl"
+    rows = [header(), *user_first_log()]
+    source.write_bytes(b"".join(json.dumps(row).encode() + b"\n" for row in rows))
+    original = source.read_bytes()
+    v4_header, events = upgrade(rows[0], rows[1:], lenient=True)
+    expected = v4_header.encode() + b"".join(event.line for event in events)
+    env = {**os.environ, "DSH_STORE_FAILPOINT": failpoint, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen([sys.executable, "-c", LENIENT_CHILD, str(source)], env=env, cwd=REPO)
+    assert child.wait(timeout=60) == -signal.SIGKILL
+    published = _check_beside(source, original, expected)
+    assert published == (failpoint == "migrate.after-link")
+    rerun = migrate_file(source, lenient=True)
+    assert rerun.status == ("current" if published else "migrated")
+    assert _check_beside(source, original, expected)
+    assert b'"type":"migration/note"' in expected
