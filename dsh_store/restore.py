@@ -427,6 +427,9 @@ def examine(
         _, version, header, events, locate = _open_located(
             log, child_headers, scanner, lenient=lenient
         )
+        last: list[SessionEvent] = []
+        if lenient and locate is not None:
+            events = _keeping_last(events, last)
         with source_located(log), corruption_first(log, scanner):
             try:
                 checked = check_stream_session(header, events)
@@ -503,12 +506,41 @@ def examine(
             (Finding("unreadable", f"{log}: cannot read: {error.strerror or error}"),),
         )
     balanced = checked.is_balanced
+    findings = _findings(scanner, version, balanced=balanced, event_count=checked.seq)
     return FileReport(
         log,
         _classification_of(scanner.torn, balanced, version),
         version,
         checked.seq,
-        _findings(scanner, version, balanced=balanced, event_count=checked.seq),
+        findings + _lenient_findings(last),
+    )
+
+
+def _keeping_last(
+    events: Iterator[SessionEvent], last: list[SessionEvent]
+) -> Iterator[SessionEvent]:
+    for event in events:
+        last[:] = (event,)
+        yield event
+
+
+def _lenient_findings(last: list[SessionEvent]) -> tuple[Finding, ...]:
+    """A ``lenient-migration`` finding when a lenient upgrade ended in its note."""
+    from .migrations._lenient import NOTE_TYPE
+
+    if not last or last[0].type != NOTE_TYPE or not last[0].ignorable:
+        return ()
+    changes = last[0].data.get("changes", [])
+    listed = ", ".join(
+        f"{change.get('change')} at source seq {change.get('sourceSeq')}" for change in changes[:5]
+    )
+    more = f" and {len(changes) - 5} more" if len(changes) > 5 else ""
+    return (
+        Finding(
+            "lenient-migration",
+            f"readable only with the lenient opt-in: {listed}{more}; `dsh-store migrate "
+            "--lenient` lists them in a trailing migration/note event",
+        ),
     )
 
 

@@ -40,6 +40,8 @@ def test_verify_hints_which_refused_files_lenient_would_migrate(
     (file,) = json.loads(lenient.stdout)["files"]
     assert file["classification"] == "needs-migration"
     assert "lenientWouldMigrate" not in file
+    assert file["findings"][-1]["rule"] == "lenient-migration"
+    assert invoke("verify", yes, "--lenient", "--strict").exit_code == 1
 
 
 def test_migrate_lenient_publishes_and_the_default_refuses(invoke: Invoke, tmp_path: Path) -> None:

@@ -339,6 +339,10 @@ def test_verify_says_which_refused_files_the_opt_in_would_migrate(tmp_path: Path
     assert "lenientWouldMigrate" not in report.to_json()
     (report,) = verify_path(yes, lenient=True)
     assert report.classification == "needs-migration"
+    assert [finding.rule for finding in report.findings] == ["needs-migration", "lenient-migration"]
+    assert "system-head-before-first-step at source seq 1" in report.findings[-1].message
+    (report,) = verify_path(plain, lenient=True)  # a lenient read with nothing to change
+    assert "lenient-migration" not in [finding.rule for finding in report.findings]
     assert examine(yes, lenient=True).events == 10
 
 
