@@ -796,9 +796,12 @@ def _dry_run(
         if probe is not None:
             _accept_existing(target, probe.matches)
             return MigrationResult(source, "current", info.version, target=target, events=count)
-    if in_place:
-        _check_backup(source, _backup_of(source, info.version))
-    return MigrationResult(source, "would-migrate", info.version, target=target, events=count)
+    backup = _backup_of(source, info.version) if in_place else None
+    if backup is not None:
+        _check_backup(source, backup)
+    return MigrationResult(
+        source, "would-migrate", info.version, target=target, events=count, backup=backup
+    )
 
 
 def _migrate_in_place(
