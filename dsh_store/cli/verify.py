@@ -243,5 +243,8 @@ def github_annotations(report: FileReport, *, failed: bool) -> list[str]:
 
 
 def _annotation_title(classification: str, rule: str) -> str:
-    """``CLASSIFICATION`` when the finding's rule is the classification, else both."""
-    return classification if rule == classification else f"{classification}: {rule}"
+    """The rule when it names the classification already (``open-turn``, ``refused: X``),
+    else ``CLASSIFICATION: RULE``: the title never says one word twice."""
+    if rule == classification or rule.startswith(f"{classification}:"):
+        return rule
+    return f"{classification}: {rule}"

@@ -343,6 +343,28 @@ def test_annotation_titles_name_the_rule_once(invoke: Invoke, tmp_path: Path) ->
     assert line.startswith(f"::error file={log},line={events + 2},title=open-turn::")
 
 
+@pytest.mark.parametrize(
+    ("fixture", "line", "seq"),
+    [
+        ("0to1-unknown-event-type/session.jsonl", 26, 28),  # packed rows: line < seq + 2
+        ("1to2-turn-already-open/session.jsonl", 6, 4),  # 0->1 keeps the source's seqs
+        ("2to3-unknown-event-type/session.v2.jsonl", 16, 14),
+        ("3to4-nested-tool-result/session.v3.jsonl", 10, 8),
+    ],
+)
+def test_a_refusal_that_knows_its_source_seq_carries_its_line(
+    invoke: Invoke, fixture: str, line: int, seq: int
+) -> None:
+    log = DEMO.parent / "refused" / fixture
+    (finding,) = json.loads(invoke("verify", log, "--json").stdout)["files"][0]["findings"]
+    assert (finding["line"], finding["eventLine"], finding["seq"]) == (line, line - 1, seq)
+    row = json.loads(log.read_bytes().splitlines()[line - 1])
+    assert row.get("seq", row.get("seq0")) <= seq
+    (annotation,) = invoke("verify", log, "--format", "github").stdout.splitlines()[:1]
+    assert f",line={line},title=refused%3A " in annotation
+    assert "refused%3A refused" not in annotation  # the title names the rule once
+
+
 # -- migrate --check / --dry-run predict the real run ----------------------------------------
 
 
