@@ -126,6 +126,14 @@ def test_usage_errors_quoting_a_path_escape_it(invoke: Invoke, tmp_path: Path) -
         assert "evil\\x1b[2J\\" in error and "name" in error  # one line, escaped
 
 
+def test_demo_escapes_control_characters_in_its_root(tmp_path: Path) -> None:
+    done = run_script("demo", "--root", tmp_path / HOSTILE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\x1b" not in done.stdout
+    assert done.stdout.startswith(f"dsh-store demo, working in {tmp_path}/{ESCAPED}\n")
+    assert done.stdout.rstrip().endswith(f"Files left in {tmp_path}/{ESCAPED}")
+
+
 def test_json_output_escapes_del_and_c1_controls_as_the_same_value(
     invoke: Invoke, tmp_path: Path
 ) -> None:
