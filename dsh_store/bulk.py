@@ -28,6 +28,7 @@ from .verify import Progress, collect_log_files, map_files
 __all__ = [
     "MigrationOptionsError",
     "MigrationRequest",
+    "command_message",
     "is_store_file",
     "migrate_paths",
     "repair_json",
@@ -170,8 +171,9 @@ def migrate_paths(
 
     Store files (:func:`store_root`) publish ``session.v4.jsonl`` beside the untouched
     source (``in_place`` is for loose files only), or go to ``output``. An older loose
-    file needs ``output`` (exactly one source) or ``in_place`` unless ``dry_run``.
-    ``dry_run`` runs the chain in memory, writes nothing and reports ``would-migrate``.
+    file needs ``output`` (exactly one source) or ``in_place``, with ``dry_run`` too.
+    ``dry_run`` runs the chain in memory, writes nothing and reports what the real run
+    would: ``would-migrate`` for ``migrated``.
 
     Child-session evidence (it completes the v4 ``subagent/catalog``) comes from
     ``evidence_root`` when given (``--store-root``), else from a store file's own store,
@@ -194,7 +196,8 @@ def migrate_paths(
     for file in files:
         location = _store_location(file)
         loose = location is None
-        if loose and output is None and not in_place and not dry_run and _needs_upgrade(file):
+        # A dry run refuses what the real run refuses: it reports exactly that run.
+        if loose and output is None and not in_place and _needs_upgrade(file):
             raise MigrationOptionsError(f"{file} is a loose file: pass --output OUT or --in-place")
         if explicit is not None:
             evidence = children.of(explicit, _header_of(file)) if _needs_upgrade(file) else None
@@ -277,7 +280,34 @@ def _one_line(error: BaseException, *, source: Path | None = None) -> str:
     """A refusal reason on one line; an ``OSError`` says what failed on which path."""
     if isinstance(error, OSError) and not isinstance(error, DshStoreError):
         return _os_reason(error, source)
-    return " ".join(str(error).split())
+    return " ".join(command_message(error).split())
+
+
+def command_message(error: BaseException) -> str:
+    """The message of ``error`` as a ``dsh-store`` command reports it.
+
+    The library's own messages speak to a program holding a session (a lock held
+    elsewhere, a failed write it may flush again); a command's user can only rerun the
+    command, so those two are worded for them, from the error's facts. Every other error
+    keeps its message.
+    """
+    from .errors import SessionLockedError, StorageError
+
+    if isinstance(error, SessionLockedError):
+        facts = vars(error)
+        return (
+            f"session {facts.get('session_id')!r} is open for writing elsewhere (lock "
+            f"{facts.get('lock_path')} is held); nothing was changed: close the other writer, "
+            "then rerun the command"
+        )
+    if isinstance(error, StorageError):
+        reason = error.strerror or "error"
+        return (
+            f"{error.path}: {error.operation} failed: {reason} (errno {error.errno}); nothing "
+            "acknowledged was lost and the file is back to its last durable state: fix the "
+            "disk (free space, permissions), then rerun the command"
+        )
+    return str(error)
 
 
 def _os_reason(error: OSError, source: Path | None) -> str:

@@ -334,7 +334,7 @@ class SessionLockedError(DshStoreError):
     def __init__(self, session_id: str, lock_path: str) -> None:
         super().__init__(
             f"session {session_id!r} is open for writing elsewhere (lock {lock_path} is held); "
-            "close the other writer first — readers (inspect, load, read_from) need no lock",
+            "close the other writer first — reading with inspect or read_from needs no lock",
             session_id=session_id,
             lock_path=lock_path,
         )

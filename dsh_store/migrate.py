@@ -345,8 +345,16 @@ def _model_refusal(
 
 
 def _with_source_line(error: MigrationRefusedError, source: Path) -> MigrationRefusedError:
-    """``error`` (a model refusal naming a source seq) with that event's line and type."""
-    if error.edge != MODEL_EDGE or error.seq is None or error.line is not None:
+    """``error`` (a refusal naming a source seq) with that event's line and type.
+
+    The seqs a model refusal names are source seqs (the migration's locator maps them
+    back); so are those of the edges that read the source rows as they are
+    (:func:`_source_seq_edges`). A later edge's seqs are of an intermediate format: such a
+    refusal is left without a line.
+    """
+    if error.seq is None or error.line is not None:
+        return error
+    if error.edge != MODEL_EDGE and error.edge not in _source_seq_edges(source):
         return error
     found = _source_row(source, error.seq)
     if found is None:
@@ -364,6 +372,21 @@ def _with_source_line(error: MigrationRefusedError, source: Path) -> MigrationRe
         edge=error.edge,
         line=line,
     )
+
+
+def _source_seq_edges(source: Path) -> frozenset[str]:
+    """The edges whose refusals name seqs of ``source`` itself: the one that reads its
+    rows as they are (``"2->3"`` for a format-2 log) and, for format 0, also ``"1->2"``
+    (0->1 keeps every seq and makes no event)."""
+    from .jsonl.scan import header_version
+
+    version = header_version(source)
+    if version is None:
+        return frozenset()
+    edges = {f"{version}->{version + 1}"}
+    if version == 0:
+        edges.add("1->2")
+    return frozenset(edges)
 
 
 def _source_row(source: Path, seq: int) -> tuple[int, str | None] | None:
@@ -852,9 +875,12 @@ def _dry_run(
         if probe is not None:
             _accept_existing(target, probe.matches)
             return MigrationResult(source, "current", info.version, target=target, events=count)
-    if in_place:
-        _check_backup(source, _backup_of(source, info.version))
-    return MigrationResult(source, "would-migrate", info.version, target=target, events=count)
+    backup = _backup_of(source, info.version) if in_place else None
+    if backup is not None:
+        _check_backup(source, backup)
+    return MigrationResult(
+        source, "would-migrate", info.version, target=target, events=count, backup=backup
+    )
 
 
 def _migrate_in_place(

@@ -95,11 +95,18 @@ class FileReport(NamedTuple):
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
-    """A finding as ``{rule, message, line, offset, seq}``."""
+    """A finding as ``{rule, message, line, eventLine, offset, seq}``.
+
+    ``line`` is the physical line, the header being line 1; ``eventLine`` the same line
+    counted as DSH counts event lines (the first line after the header is 1), None for
+    the header line itself.
+    """
+    line = finding.line
     return {
         "rule": finding.rule,
         "message": finding.message,
-        "line": finding.line,
+        "line": line,
+        "eventLine": None if line is None or line < 2 else line - 1,
         "offset": finding.offset,
         "seq": finding.seq,
     }
@@ -257,11 +264,16 @@ def _findings(
 ) -> tuple[Finding, ...]:
     findings = list(scanner.findings)
     if not balanced:
+        # Where the closers go: in a v4 log (one line per seq, no blank lines) the line
+        # after the last committed one; an upgraded log's seqs have no line of their own.
+        current = version == SESSION_FORMAT_VERSION
         findings.append(
             Finding(
                 "open-turn",
                 "the last turn never ended; restore closes it with synthetic events ending "
                 "in turn/end {reason: interrupted}",
+                line=event_count + 2 if current else None,
+                offset=scanner.committed_size if current else None,
                 seq=event_count,
             )
         )

@@ -1,19 +1,20 @@
 """Read-only summaries behind ``dsh-store inspect``, ``list`` and ``cat``.
 
 Plain dicts with camelCase keys, so that the CLI's ``--json`` output is exactly what these
-functions return (documented in docs/cli.md and docs/schemas/). Nothing here writes.
+functions return inside its versioned envelope (documented in docs/cli.md and
+docs/schemas/). Nothing here writes.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ._output import printable
 from .errors import DshStoreError
 from .jsonl import layout
 from .jsonl.rows import is_packed_row, packed_row_count
@@ -42,18 +43,6 @@ class NotASessionDirectoryError(DshStoreError):
     def __init__(self, path: str, reason: str, instead: str) -> None:
         self.path = path
         super().__init__(f"{path}: not a session directory: {reason}; {instead}")
-
-
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` safe for a terminal: C0 and C1 control characters and DEL (except tab)
-    become ``\\xNN``, so log content (a cwd, a message) cannot move the cursor, clear
-    the screen or retitle the window. For one line of text output; JSON output, whose
-    strings are escaped by the encoder, does not need it.
-    """
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def one_log_file(path: str | os.PathLike[str]) -> str:
@@ -181,8 +170,9 @@ def _message_json(message: Any) -> dict[str, Any]:
 def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """One row per session directory of a store root (see :func:`session_row`), by id.
 
-    Reads each log's first line and its last 64 KiB only, so it stays fast on thousands
-    of sessions. ``dsh-store verify`` gives the full verdict.
+    Reads each format-4 log's first line and its last 64 KiB only, so it stays fast on
+    thousands of sessions (an older log is read whole, see :func:`session_row`).
+    ``dsh-store verify`` gives the full verdict.
 
     :raises FileNotFoundError: ``root`` does not exist.
     :raises NotADirectoryError: ``root`` is not a directory.
@@ -209,9 +199,12 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def session_row(log: Path) -> dict[str, Any]:
     """``{id, cwd, created, version, events, status, path}`` of one log, cheaply.
 
-    ``events`` is the last committed seq + 1, read from the file's last complete line
-    (None when that line is unreadable). ``status``: ``current`` or ``needs-migration``
-    by header version; ``torn-tail`` when the file does not end with a newline;
+    ``events`` is the number of committed events as ``dsh-store verify`` counts them: for
+    a format-4 log the last committed seq + 1, read from the file's last complete line
+    (None when that line is unreadable); for an older log the events of its in-memory
+    upgrade, which reads the whole log (None when it cannot be upgraded). ``status``:
+    ``current`` or ``needs-migration`` by header version; ``torn-tail`` when the file
+    does not end with a newline;
     ``unsupported-version`` / ``not-a-session`` / ``unreadable`` when the header says so.
 
     Every value has its documented type (docs/schemas/list.schema.json): a header ``id``
@@ -252,6 +245,12 @@ def session_row(log: Path) -> dict[str, Any]:
     except OSError:
         row["status"] = "unreadable"
         return row
+    if info.version != layout.CURRENT_VERSION:
+        # An upgrade can merge or split events (packed rows, retired types), so only the
+        # upgrade itself counts what verify counts: the whole older log is read.
+        from .verify import examine_file
+
+        events = examine_file(str(log)).events
     row["events"] = events
     if not clean_end:
         row["status"] = "torn-tail"

@@ -521,8 +521,11 @@ def verify_json(
     reports: Sequence[FileReport], orphans: Sequence[LeftoverTemp] = ()
 ) -> dict[str, object]:
     """The ``dsh-store verify --json`` document (docs/schemas/verify.schema.json)."""
+    from ._output import JSON_SCHEMA_VERSION
+
     now = time.time()
     return {
+        "schema": JSON_SCHEMA_VERSION,
         "files": [report.to_json() for report in reports],
         "orphanTemps": [
             {

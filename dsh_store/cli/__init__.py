@@ -83,6 +83,27 @@ class LazyGroup(click.Group):
                 self.get_command(ctx, name)
         return super().resolve_command(ctx, args)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; a usage error under ``--json`` is also a JSON document.
+
+        Click prints the error its own way on stderr (exit 2; it quotes a bad path with
+        its control characters escaped); a consumer reading stdout for JSON gets the error
+        document of docs/schemas/error.schema.json there too.
+        """
+        # Click 8.2 moved the unparsed subcommand words to a private name (the public one
+        # warns); 8.1 has only the public one.
+        protected = vars(ctx).get("_protected_args", vars(ctx).get("protected_args", []))
+        args = [*protected, *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            from ._common import echo_json, error_document, json_requested
+
+            if json_requested(args):
+                message = " ".join(error.format_message().split())
+                echo_json(error_document(message, error.exit_code))
+            raise
+
 
 @click.group(
     cls=LazyGroup,
@@ -100,8 +121,8 @@ def main(context: click.Context, debug: bool) -> None:
     session directory only the newest generation is read).
 
     \b
-    Exit codes: 0 success, 1 findings or a failed operation, 2 usage error,
-    130 interrupted.
+    Exit codes: 0 success, 1 a failing file or a failed operation, 2 usage
+    error, 130 interrupted. With --json, errors are JSON on stdout too.
 
     \b
     Examples:

@@ -1,13 +1,15 @@
 """What every ``dsh-store`` command shares: exit codes, error guarding, output helpers.
 
-Only click and :mod:`dsh_store.errors` are imported here, so a command module that
-imports this stays cheap to load; not even :mod:`pathlib` (``dsh-store verify`` has no use
-for it): :data:`PATHS` yields strings, and a command wanting Paths converts them.
+Only click, :mod:`dsh_store._output` and :mod:`dsh_store.errors` are imported here, so a
+command module that imports this stays cheap to load; not even :mod:`pathlib` (``dsh-store
+verify`` has no use for it): :data:`PATHS` yields strings, and a command wanting Paths
+converts them.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import sys
@@ -16,6 +18,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .._output import JSON_SCHEMA_VERSION, escape_json_text, printable
 from ..errors import DshStoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,6 +28,9 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+MAX_JOBS = 64
+"""The most worker processes ``--jobs`` accepts (``auto`` picks at most this many too)."""
 
 _PROGRESS_MIN_FILES = 5
 
@@ -42,7 +48,7 @@ def existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
         try:
             os.lstat(path)
         except FileNotFoundError:
-            raise click.BadParameter(f"{path} does not exist", context, param) from None
+            raise click.BadParameter(f"{printable(path)} does not exist", context, param) from None
         except OSError:
             pass
     return value
@@ -66,13 +72,44 @@ PATHS = click.argument(
     "paths", nargs=-1, required=True, type=click.Path(readable=False), callback=existing
 )
 """The PATH... argument of verify, migrate and repair: a tuple of ``str``, each existing."""
+
+
+class JobCount(click.ParamType):  # type: ignore[type-arg]
+    """``--jobs``: an integer from 1 to :data:`MAX_JOBS`, or ``auto`` (the usable CPUs)."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """The number of worker processes ``value`` asks for."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, str) and value.strip().lower() == "auto":
+            return min(MAX_JOBS, usable_cpus())
+        else:
+            try:
+                number = int(str(value))
+            except ValueError:
+                self.fail(f"{value!r} is neither a whole number nor 'auto'", param, ctx)
+        if not 1 <= number <= MAX_JOBS:
+            self.fail(f"{number} is not in the range 1 to {MAX_JOBS} (or 'auto')", param, ctx)
+        return number
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
 JOBS = click.option(
     "--jobs",
     "-j",
-    type=click.IntRange(min=1),
+    type=JobCount(),
     default=1,
     show_default=True,
-    help="Worker processes for multi-file work.",
+    help=f"Worker processes for multi-file work: 1 to {MAX_JOBS}, or auto (one per usable CPU).",
 )
 
 
@@ -90,9 +127,60 @@ def set_verdict(code: int) -> None:
 
 
 def fail(message: str, code: int = EXIT_FINDINGS) -> NoReturn:
-    """Print ``error: MESSAGE`` (whitespace collapsed to one line) on stderr and exit."""
-    click.echo(f"error: {' '.join(message.split())}", err=True)
+    """Print ``error: MESSAGE`` (one line, control characters escaped) on stderr and exit.
+
+    Under ``--json`` the error is also printed on stdout as the JSON error document
+    (:func:`error_document`), so a consumer parsing stdout always gets JSON.
+    """
+    # Escaped before the whitespace is collapsed: a newline in a name stays visible.
+    line = " ".join(printable(message).split())
+    if json_requested():
+        echo_json(error_document(line, code))
+    click.echo(f"error: {line}", err=True)
     sys.exit(code)
+
+
+def error_document(message: str, code: int) -> dict[str, Any]:
+    """The ``--json`` document of a command that failed (docs/schemas/error.schema.json)."""
+    kind = {EXIT_USAGE: "usage", EXIT_INTERRUPTED: "interrupted"}.get(code, "error")
+    return {
+        "schema": JSON_SCHEMA_VERSION,
+        "error": {"kind": kind, "exitCode": code, "message": message},
+    }
+
+
+def json_requested(args: Iterable[str] | None = None) -> bool:
+    """Whether the running command was asked for JSON output.
+
+    With ``args`` (a command line not parsed yet): whether it holds ``--json`` or
+    ``--format json``. Without: whether the current command's parsed options say so.
+    """
+    if args is not None:
+        words = list(args)
+        if "--" in words:
+            words = words[: words.index("--")]
+        return (
+            "--json" in words
+            or "--format=json" in words
+            or any(pair == ("--format", "json") for pair in itertools.pairwise(words))
+        )
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return False
+    return bool(context.params.get("as_json")) or context.params.get("output_format") == "json"
+
+
+def envelope(key: str, items: list[Any], summary: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The one ``--json`` shape: ``{"schema": N, KEY: [...], ..., "summary": {...}}``."""
+    return {"schema": JSON_SCHEMA_VERSION, key: items, **extra, "summary": summary}
+
+
+def count_by(items: Iterable[dict[str, Any]], key: str) -> dict[str, int]:
+    """``{value: count}`` of ``item[key]`` over ``items``, in first-seen order."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item[key]] = counts.get(item[key], 0) + 1
+    return counts
 
 
 def _debug() -> bool:
@@ -126,7 +214,7 @@ def guarded(command: F) -> F:
             raise
         except (DshStoreError, OSError) as error:
             _print_traceback_if_debugging()
-            fail(_os_message(error) if _is_plain_os_error(error) else str(error))
+            fail(_os_message(error) if _is_plain_os_error(error) else command_message(error))
         except Exception as error:
             _print_traceback_if_debugging()
             fail(
@@ -135,6 +223,13 @@ def guarded(command: F) -> F:
             )
 
     return wrapper  # type: ignore[return-value]
+
+
+def command_message(error: BaseException) -> str:
+    """A library error's message as a command reports it (see ``bulk.command_message``)."""
+    from ..bulk import command_message as render
+
+    return render(error)
 
 
 def _is_plain_os_error(error: Exception) -> bool:
@@ -174,5 +269,9 @@ def _bar(items: Iterable[R], length: int, label: str) -> Iterator[R]:
 
 
 def echo_json(value: Any) -> None:
-    """Print ``value`` as indented JSON, non-ASCII characters kept as they are."""
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    """Print ``value`` as indented JSON, non-ASCII characters kept as they are.
+
+    DEL and the C1 controls, which a JSON encoder leaves raw, are written as ``\\u00NN``
+    escapes (the same JSON value), so no string reaches a terminal as a control sequence.
+    """
+    click.echo(escape_json_text(json.dumps(value, indent=2, ensure_ascii=False)))

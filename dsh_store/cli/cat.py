@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from ._common import existing, guarded, one_log
+from .._output import escape_json_line
+from ._common import existing, fail, guarded, one_log
 
 
 @click.command()
@@ -22,7 +23,7 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
     PATH is a .jsonl file or a session directory (its newest generation is read).
 
     Older formats are upgraded in memory; a torn tail is never printed; committed
-    corruption stops the output with an error (exit 1).
+    corruption stops the output with an error (exit 1), and so does an empty file.
 
     \b
     Examples:
@@ -37,10 +38,13 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
 
     def emit(event_type: str, seq: int, line: bytes) -> None:
         if seq >= from_seq and (not wanted or event_type in wanted):
-            out.write(line)
+            out.write(escape_json_line(line))
 
+    log = one_log(path)
     try:
-        stream_v4_lines(one_log(path), emit)
+        count = stream_v4_lines(log, emit)
     finally:
         # What was checked and printed before a defect stays printed.
         out.flush()
+    if count is None:  # verify classifies it `empty` and fails it; so does cat
+        fail(f"{log}: not a session log: the file is empty (0 bytes)")

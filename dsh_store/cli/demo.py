@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from .._output import printable
 from ._common import EXIT_USAGE, fail, guarded
 
 
@@ -31,7 +32,8 @@ def demo(root: str | None) -> None:
     from ..demo import DemoRootError, run_demo
 
     try:
-        code = run_demo(root, echo=click.echo)
+        # Each line names paths under --root, which may hold any character.
+        code = run_demo(root, echo=lambda line: click.echo(printable(line)))
     except DemoRootError as error:
         fail(str(error), EXIT_USAGE)
     sys.exit(code)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, existing, guarded, one_log
+from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, envelope, existing, guarded, one_log
 
 
 @click.command()
@@ -36,7 +36,7 @@ def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) ->
 
     summary = summarize(one_log(path), events=show_events, messages=show_messages)
     if as_json:
-        echo_json(summary)
+        echo_json(envelope("files", [summary], {summary["classification"]: 1}))
     else:
         click.echo(_summary_text(summary))  # JSON stays exact; only the text is escaped
     sys.exit(EXIT_OK if summary.get("events") is not None else EXIT_FINDINGS)
@@ -46,15 +46,20 @@ def _summary_text(summary: dict[str, Any]) -> str:
     lines = [str(summary["path"]), f"  classification: {summary['classification']}"]
     header = summary.get("header")
     if header:
-        lines.append(f"  session: {header.get('id')}  created {header.get('createdAt')}")
+        created = header.get("createdAt")
+        when = "" if created is None else f"  created {created}"
+        lines.append(f"  session: {header.get('id')}{when}")
         if header.get("cwd"):
             lines.append(f"  cwd: {header['cwd']}")
-    lines.append(f"  format version: {summary.get('version')}")
+    version = summary.get("version")
+    lines.append(f"  format version: {'unknown' if version is None else version}")
     for key in ("events", "turns", "steps"):
         if summary.get(key) is not None:
             lines.append(f"  {key}: {summary[key]}")
     if summary.get("openTurn") is not None:
         lines.append(f"  open turn: {summary['openTurn']} (a load closes it as interrupted)")
+    if summary.get("closers"):
+        lines.append(f"  closers a load appends: {', '.join(summary['closers'])}")
     if summary.get("tornBytes"):
         lines.append(f"  torn tail: {summary['tornBytes']} byte(s) (a repair cuts them)")
     if summary.get("byType"):

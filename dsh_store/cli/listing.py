@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import echo_json, guarded
+from ._common import count_by, echo_json, envelope, guarded
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,7 +45,7 @@ def list_sessions(root: str | None, as_json: bool) -> None:
     store_root = root if root is not None else default_root()
     rows = list_store(store_root)
     if as_json:
-        echo_json(rows)
+        echo_json(envelope("sessions", rows, count_by(rows, "status")))
         return
     if not rows:
         click.echo(printable(f"no sessions under {store_root}"))
@@ -54,11 +54,12 @@ def list_sessions(root: str | None, as_json: bool) -> None:
     for row in rows:
         events = "?" if row["events"] is None else str(row["events"])
         version = "?" if row["version"] is None else str(row["version"])
+        created = "-" if row["created"] is None else str(row["created"])
         ident = row["id"] if row["id"] is not None else f"({row['path']})"
         # Ids, paths and cwds come from the logs: no control sequence reaches the terminal.
         click.echo(
             printable(
-                f"{ident!s:<36} {version:>3} {events:>7}  {row['status']:<16} "
-                f"{row['created']!s:<13}  {row.get('cwd') or '-'}"
+                f"{ident:<36} {version:>3} {events:>7}  {row['status']:<16} "
+                f"{created:<13}  {row.get('cwd') or '-'}"
             )
         )

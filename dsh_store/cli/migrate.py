@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._output import printable
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -15,6 +16,7 @@ from ._common import (
     JOBS,
     PATHS,
     echo_json,
+    envelope,
     fail,
     guarded,
     progress,
@@ -103,7 +105,7 @@ def migrate(
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)
     except MigrationOptionsError as error:
-        raise click.UsageError(str(error)) from None
+        raise click.UsageError(printable(str(error))) from None
     changes = any(result.status in ("migrated", "would-migrate") for result in results)
     refused = any(result.status == "refused" for result in results)
     code = EXIT_FINDINGS if refused or (check and changes) else EXIT_OK
@@ -121,7 +123,7 @@ def migrate_json(results: Sequence[MigrationResult]) -> dict[str, Any]:
     summary: dict[str, int] = {}
     for result in results:
         summary[result.status] = summary.get(result.status, 0) + 1
-    return {"results": [result.to_json() for result in results], "summary": summary}
+    return envelope("files", [result.to_json() for result in results], summary)
 
 
 def _migration_table(results: Sequence[MigrationResult]) -> list[str]:
@@ -132,16 +134,16 @@ def _migration_table(results: Sequence[MigrationResult]) -> list[str]:
         counts[result.status] = counts.get(result.status, 0) + 1
         version = "?" if result.source_version is None else str(result.source_version)
         status = style(f"{result.status:<13}", fg=colours.get(result.status))
-        line = f"{status} v{version:<2} {result.source}"
+        line = f"{status} v{version:<2} {printable(str(result.source))}"
         if result.target is not None and result.target != result.source:
-            line += f" -> {result.target}"
+            line += f" -> {printable(str(result.target))}"
         if result.events is not None and result.status != "current":
             line += f" ({result.events} events)"
         if result.backup is not None:
-            line += f" (backup {result.backup})"
+            line += f" (backup {printable(str(result.backup))})"
         lines.append(line)
         if result.reason:
-            lines.append(f"  reason: {' '.join(result.reason.split())}")
+            lines.append(f"  reason: {' '.join(printable(result.reason).split())}")
     order = ("migrated", "would-migrate", "current", "refused")
     lines.append(
         "; ".join(f"{counts.get(status, 0)} {status}" for status in order if status in counts)

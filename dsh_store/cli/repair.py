@@ -8,13 +8,16 @@ from typing import Any
 
 import click
 
+from .._output import printable
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
     EXIT_USAGE,
     JOBS,
     PATHS,
+    count_by,
     echo_json,
+    envelope,
     fail,
     guarded,
     progress,
@@ -84,7 +87,7 @@ def repair(
     refused = any(result["status"] == "refused" for result in results)
     set_verdict(EXIT_FINDINGS if refused else EXIT_OK)
     if as_json:
-        echo_json({"results": results})
+        echo_json(envelope("files", results, count_by(results, "status")))
     else:
         for result in results:
             click.echo(_repair_text(result))
@@ -104,16 +107,39 @@ def _salvage(
     if len(paths) != 1:
         raise click.UsageError(f"--salvage takes exactly one log file; {len(paths)} were given")
     if os.path.isdir(paths[0]):
-        raise click.UsageError(f"--salvage takes a log file, and {paths[0]} is a directory")
+        raise click.UsageError(
+            f"--salvage takes a log file, and {printable(paths[0])} is a directory"
+        )
     result = salvage_path(paths[0], output, dry_run=dry_run)
     if as_json:
-        echo_json(result)
+        echo_json(envelope("files", [result], count_by([result], "status")))
     else:
-        click.echo(describe_salvage(result, style))
+        click.echo(describe_salvage(_escaped(result), style))
     sys.exit(EXIT_FINDINGS if result["status"] == "refused" else EXIT_OK)
 
 
+def _escaped(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with every string from a path or a log made terminal-safe, on one line.
+
+    Escaping the values (not the rendered text) keeps a newline in a name inside its line.
+    """
+    safe: dict[str, Any] = {}
+    for key, value in result.items():
+        if isinstance(value, str):
+            safe[key] = " ".join(printable(value).split()) if key == "reason" else printable(value)
+        elif isinstance(value, list):
+            safe[key] = [printable(item) if isinstance(item, str) else item for item in value]
+        elif isinstance(value, dict):
+            safe[key] = _escaped(value)
+        else:
+            safe[key] = value
+    if isinstance(result.get("message"), str):
+        safe["message"] = " ".join(printable(result["message"]).split())
+    return safe
+
+
 def _repair_text(result: dict[str, Any]) -> str:
+    result = _escaped(result)
     status = result["status"]
     if status == "refused":
         return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"

@@ -6,12 +6,14 @@ library modules a verify run loads keep :mod:`pathlib` out: paths stay strings.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import click
 
+from .._output import printable
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -71,8 +73,9 @@ def verify(
     Each file gets one classification: not-a-session, empty, unsupported-version,
     corrupt, refused, torn-tail, open-turn, needs-migration or ok. Exit 0 when every
     file passes, 1 when one fails, 2 on a usage error (including a PATH without logs).
-    needs-migration fails only with --require-current; torn-tail and open-turn fail
-    unless --allow-repairable. A publish temp an interrupted publish left beside a log
+    needs-migration fails only with --require-current (not for an older generation
+    named beside a newer one: the backup a migration keeps); torn-tail and open-turn
+    fail unless --allow-repairable. A publish temp an interrupted publish left beside a log
     is a leftover-temp finding of that log; one whose log was never created (a first
     write killed before its link) is listed on its own. Both fail only with --strict,
     and dsh-store repair deletes them.
@@ -86,19 +89,28 @@ def verify(
     """
     from ..verify import NoLogsError, counts_as_failure, verify_json, verify_tree
 
+    context = click.get_current_context()
+    explicit_format = context.get_parameter_source("output_format") not in (
+        click.core.ParameterSource.DEFAULT,
+        None,
+    )
+    if as_json and explicit_format and output_format != "json":
+        raise click.UsageError(f"--json and --format {output_format} ask for two formats; pick one")
     try:
         reports, orphans = verify_tree(
             paths, jobs=jobs, progress=progress("verifying"), lenient=lenient
         )
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)
+    superseded = {report.path: superseded_by(report.path) for report in reports}
     failures = {
         report.path
         for report in reports
         if counts_as_failure(
             report,
             strict=strict,
-            require_current=require_current,
+            # An older generation kept beside its upgrade is a backup, not a log to upgrade.
+            require_current=require_current and superseded[report.path] is None,
             allow_repairable=allow_repairable,
         )
     }
@@ -117,7 +129,7 @@ def verify(
         click.echo(_verify_summary(reports, orphans, len(failures)))
     else:
         for report in reports:
-            click.echo(_report_text(report, report.path in failures))
+            click.echo(_report_text(report, report.path in failures, superseded[report.path]))
         for temp in orphans:
             click.echo(_orphan_text(temp, failed=strict))
         click.echo(_verify_summary(reports, orphans, len(failures)))
@@ -128,8 +140,11 @@ def _orphan_text(temp: LeftoverTemp, *, failed: bool) -> str:
     from ..verify import orphan_temp_finding
 
     finding = orphan_temp_finding(temp)
-    head = f"{temp.path}: {style('orphan temp', fg='red' if failed else 'yellow', bold=failed)}"
-    return head + (" FAIL" if failed else "") + f"\n  {finding.rule}: {finding.message}"
+    head = (
+        f"{printable(temp.path)}: "
+        f"{style('orphan temp', fg='red' if failed else 'yellow', bold=failed)}"
+    )
+    return head + (" FAIL" if failed else "") + f"\n  {finding.rule}: {_one_line(finding.message)}"
 
 
 def _orphan_annotation(temp: LeftoverTemp, *, failed: bool) -> str:
@@ -140,15 +155,37 @@ def _orphan_annotation(temp: LeftoverTemp, *, failed: bool) -> str:
     return f"::{'error' if failed else 'warning'} {props}::{_github_data(finding.message)}"
 
 
-def _report_text(report: FileReport, failed: bool) -> str:
+def superseded_by(path: str) -> str | None:
+    """The newer generation beside an older generation file ``path``, if there is one.
+
+    ``session.v2.jsonl`` next to ``session.v4.jsonl`` is the backup a store migration
+    keeps; the walk reads only the newest, and a PATH naming the old one (as pre-commit
+    does, file by file) gets the newest's name here. None for any other file.
+    """
+    from ..jsonl import layout
+
+    directory, name = os.path.split(path)
+    version = layout.generation_version(name)
+    if version is None:
+        return None
+    for newer in range(layout.CURRENT_VERSION, version, -1):
+        candidate = os.path.join(directory, layout.generation_name(newer))
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _report_text(report: FileReport, failed: bool, superseded: str | None = None) -> str:
     colour = "red" if failed else ("green" if report.classification == "ok" else "yellow")
     facts = []
     if report.version is not None:
         facts.append(f"format {report.version}")
     if report.events is not None:
         facts.append(f"{report.events} events")
+    if superseded is not None:
+        facts.append(f"kept beside {printable(os.path.basename(superseded))}")
     verdict = " FAIL" if failed else ""
-    head = f"{report.path}: {style(report.classification, fg=colour, bold=failed)}"
+    head = f"{printable(report.path)}: {style(report.classification, fg=colour, bold=failed)}"
     if facts:
         head += f" ({', '.join(facts)})"
     lines = [head + verdict]
@@ -161,8 +198,13 @@ def _report_text(report: FileReport, failed: bool) -> str:
         if finding.seq is not None:
             where.append(f"seq {finding.seq}")
         location = f" [{', '.join(where)}]" if where else ""
-        lines.append(f"  {finding.rule}{location}: {' '.join(finding.message.split())}")
+        lines.append(f"  {printable(finding.rule)}{location}: {_one_line(finding.message)}")
     return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    """A message on one line, whitespace runs collapsed, control characters escaped."""
+    return " ".join(printable(text).split())
 
 
 def _verify_summary(
@@ -177,7 +219,9 @@ def _verify_summary(
 
 
 def _github_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # Control characters are escaped first (a newline in a name stays inside its
+    # annotation), then the workflow-command escapes of % CR LF apply.
+    return printable(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _github_property(text: str) -> str:
@@ -199,6 +243,16 @@ def github_annotations(report: FileReport, *, failed: bool) -> list[str]:
         props = f"file={_github_property(report.path)}"
         if finding.line is not None:
             props += f",line={finding.line}"
-        props += f",title={_github_property(report.classification + ' ' + finding.rule)}"
-        lines.append(f"::{level} {props}::{_github_data(finding.message)}")
+        props += (
+            f",title={_github_property(_annotation_title(report.classification, finding.rule))}"
+        )
+        lines.append(f"::{level} {props}::{_github_data(_one_line(finding.message))}")
     return lines
+
+
+def _annotation_title(classification: str, rule: str) -> str:
+    """The rule when it names the classification already (``open-turn``, ``refused: X``),
+    else ``CLASSIFICATION: RULE``: the title never says one word twice."""
+    if rule == classification or rule.startswith(f"{classification}:"):
+        return rule
+    return f"{classification}: {rule}"

@@ -103,8 +103,9 @@ def test_list_json_rows_are_schema_valid_with_odd_header_values(
     _rewrite_header(record_session(root, "e-id-int"), id=5)
     result = invoke("list", root, "--json")
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
-    assert errors(rows, load_schema("list")) == []
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("list")) == []
+    rows = document["sessions"]
     assert [(r["id"], r["created"], r["cwd"], r["events"]) for r in rows] == [
         ("a-created-str", None, None, 6),
         ("b-created-float", None, None, 6),
@@ -129,8 +130,9 @@ def test_an_invalid_header_version_is_reported_as_null(
     assert report["files"][0]["version"] is None
     inspected = invoke("inspect", log, "--json")
     assert inspected.exit_code == 1
-    summary = json.loads(inspected.stdout)
-    assert errors(summary, load_schema("inspect")) == []
+    document = json.loads(inspected.stdout)
+    assert errors(document, load_schema("inspect")) == []
+    (summary,) = document["files"]
     assert summary["version"] is None and summary["findings"]
 
 
@@ -194,7 +196,7 @@ def test_migrate_reason_names_the_output_that_cannot_be_written(
     output = tmp_path / "nodir" / "x.jsonl"
     result = invoke("migrate", source, "-o", output, "--json")
     assert result.exit_code == 1
-    (row,) = json.loads(result.stdout)["results"]
+    (row,) = json.loads(result.stdout)["files"]
     assert row["status"] == "refused"
     assert row["reason"] == f"cannot write {output}: No such file or directory"
 
@@ -234,7 +236,7 @@ def test_list_text_escapes_control_characters_and_json_stays_exact(
     assert text.exit_code == 0, text.output
     assert ESC not in text.stdout and "\a" not in text.stdout
     assert "/w/p\\x1b]0;pwned\\x07" in text.stdout
-    rows = json.loads(invoke("list", root, "--json").stdout)
+    rows = json.loads(invoke("list", root, "--json").stdout)["sessions"]
     assert rows[0]["cwd"] == f"/w/p{ESC}]0;pwned\a"
 
 
@@ -247,7 +249,7 @@ def test_inspect_text_escapes_control_characters_and_json_stays_exact(
     assert ESC not in text.stdout and "\x9b" not in text.stdout and "\a" not in text.stdout
     assert "  cwd: /w/p\\x1b]0;pwned\\x07\n" in text.stdout
     assert "  [user] question \\x1b[2J\\x9b1;1H 1\n" in text.stdout
-    summary = json.loads(invoke("inspect", log, "--json", "--messages").stdout)
+    (summary,) = json.loads(invoke("inspect", log, "--json", "--messages").stdout)["files"]
     assert summary["header"]["cwd"] == f"/w/p{ESC}]0;pwned\a"
     assert f"{ESC}[2J" in summary["messages"][1]["text"]
 

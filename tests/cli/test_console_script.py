@@ -43,7 +43,7 @@ def test_verify_damaged_copy_exit_codes_and_annotations(
     github = run_script("verify", "_no-cwd/torn", "--format", "github", cwd=copy)
     assert github.returncode == 1
     assert github.stdout.startswith(
-        "::error file=_no-cwd/torn/session.v4.jsonl,line=13,title=torn-tail torn-tail::"
+        "::error file=_no-cwd/torn/session.v4.jsonl,line=13,title=torn-tail::"
     )
     assert run_script("verify", "_no-cwd/clean", cwd=copy).returncode == 0
     assert run_script("verify", "_no-cwd/torn", "--allow-repairable", cwd=copy).returncode == 0
@@ -92,7 +92,7 @@ def test_migrate_repair_cat_inspect_end_to_end(tmp_path: Path) -> None:
     assert reasons == ["completed", "interrupted"]
     listed = run_script("list", env={"DSH_STORE_ROOT": os.fspath(tmp_path / "store")})
     assert listed.returncode == 0 and " current " in listed.stdout
-    inspected = json.loads(run_script("inspect", log, "--json").stdout)
+    (inspected,) = json.loads(run_script("inspect", log, "--json").stdout)["files"]
     assert inspected["turns"] == 2 and inspected["openTurn"] is None
     migrated = run_script("migrate", tmp_path / "store", "--check")
     assert migrated.returncode == 0 and migrated.stdout.endswith("1 current\n")

@@ -40,7 +40,7 @@ def test_a_session_directory_reads_its_newest_generation(invoke: Invoke, tmp_pat
     for spelling in (directory, f"{directory}/", f"{directory}/."):
         inspected = invoke("inspect", spelling, "--json")
         assert inspected.exit_code == 0, inspected.output
-        summary = json.loads(inspected.stdout)
+        summary = json.loads(inspected.stdout)["files"][0]
         assert summary["path"] == str(log) and summary["header"]["id"] == "s"
         assert summary["events"] == 11
         cat = invoke("cat", spelling)
@@ -52,12 +52,12 @@ def test_an_older_generation_is_read_when_it_is_the_newest(invoke: Invoke, tmp_p
     directory = _migrated_session(tmp_path)
     newest = str(directory / "session.v2.jsonl")
     assert collect_log_files([directory]) == [newest]
-    summary = json.loads(invoke("inspect", directory, "--json").stdout)
+    summary = json.loads(invoke("inspect", directory, "--json").stdout)["files"][0]
     assert summary["path"] == newest and summary["version"] == 2
     assert invoke("cat", directory).stdout_bytes == invoke("cat", newest).stdout_bytes != b""
     upgrade = invoke("migrate", newest, "--output", directory / "session.v4.jsonl")
     assert upgrade.exit_code == 0, upgrade.output
-    upgraded = json.loads(invoke("inspect", directory, "--json").stdout)
+    upgraded = json.loads(invoke("inspect", directory, "--json").stdout)["files"][0]
     assert upgraded["path"] == str(directory / "session.v4.jsonl") and upgraded["version"] == 4
     assert invoke("cat", directory).stdout_bytes == invoke("cat", newest).stdout_bytes
 
@@ -67,7 +67,7 @@ def test_a_relative_session_directory_from_inside_it(
 ) -> None:
     log = record_session(tmp_path / "store", "s", turns=1)
     monkeypatch.chdir(log.parent)
-    summary = json.loads(invoke("inspect", ".", "--json").stdout)
+    summary = json.loads(invoke("inspect", ".", "--json").stdout)["files"][0]
     assert summary["path"] == "session.v4.jsonl"
     assert invoke("cat", ".", "--type", "turn/end").stdout.count("\n") == 1
 

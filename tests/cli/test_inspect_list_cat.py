@@ -18,8 +18,10 @@ def test_inspect_counts_turns_steps_types_and_bytes(invoke: Invoke, tmp_path: Pa
     log = record_session(tmp_path, "s", turns=2, cwd="/work/p")
     result = invoke("inspect", log, "--json", "--events", "--messages")
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout)
-    assert errors(summary, load_schema("inspect")) == []
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("inspect")) == []
+    assert document["schema"] == 1 and document["summary"] == {"ok": 1}
+    (summary,) = document["files"]
     assert summary["classification"] == "ok"
     assert summary["header"]["id"] == "s" and summary["header"]["cwd"] == "/work/p"
     assert (summary["events"], summary["turns"], summary["steps"]) == (11, 2, 2)
@@ -51,8 +53,9 @@ def test_inspect_of_an_unrestorable_log_exits_1_with_its_findings(
     root, _ = damaged
     result = invoke("inspect", root / "_no-cwd/corrupt-middle/session.v4.jsonl", "--json")
     assert result.exit_code == 1
-    summary = json.loads(result.stdout)
-    assert errors(summary, load_schema("inspect")) == []
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("inspect")) == []
+    (summary,) = document["files"]
     assert summary["classification"] == "corrupt" and "events" not in summary
     assert summary["findings"][0]["rule"] == "unparsable-line"
     directory = invoke("inspect", root / "loose")
@@ -69,8 +72,10 @@ def test_list_reads_headers_and_tails(invoke: Invoke, tmp_path: Path) -> None:
     write_header(root / "--x--" / "c-old" / "session.jsonl", 0, session_id="c-old")
     result = invoke("list", root, "--json")
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
-    assert errors(rows, load_schema("list")) == []
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("list")) == []
+    assert document["summary"] == {"torn-tail": 1, "current": 1, "needs-migration": 1}
+    rows = document["sessions"]
     assert [(r["id"], r["version"], r["events"], r["status"], r["cwd"]) for r in rows] == [
         ("a-torn", 4, 6, "torn-tail", None),
         ("b-clean", 4, 11, "current", "/work/p"),

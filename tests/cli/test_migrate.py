@@ -86,7 +86,10 @@ def test_loose_file_needs_a_destination(invoke: Invoke, tmp_path: Path) -> None:
     result = invoke("migrate", loose)
     assert result.exit_code == 2
     assert f"{loose} is a loose file: pass --output OUT or --in-place" in result.stderr
-    assert invoke("migrate", loose, "--check").exit_code == 1
+    for flag in ("--check", "--dry-run"):  # they report what the real run does
+        predicted = invoke("migrate", loose, flag)
+        assert predicted.exit_code == 2, (flag, predicted.output)
+        assert predicted.stderr == result.stderr.replace("migrate", "migrate", 1)
 
 
 def test_output_publishes_and_never_overwrites(invoke: Invoke, tmp_path: Path) -> None:
@@ -116,7 +119,7 @@ def test_in_place_keeps_a_backup(invoke: Invoke, tmp_path: Path) -> None:
     original = loose.read_bytes()
     result = invoke("migrate", loose, "--in-place", "--json")
     assert result.exit_code == 0, result.output
-    (entry,) = json.loads(result.stdout)["results"]
+    (entry,) = json.loads(result.stdout)["files"]
     assert entry["status"] == "migrated" and entry["backup"] == f"{loose}.v2.bak"
     assert Path(entry["backup"]).read_bytes() == original
     assert json.loads(loose.read_bytes().splitlines()[0])["version"] == 4
@@ -150,9 +153,13 @@ def test_a_generation_named_loose_file_needs_a_destination(invoke: Invoke, tmp_p
     assert result.exit_code == 2
     assert f"{loose} is a loose file: pass --output OUT or --in-place" in result.stderr
     check = invoke("migrate", loose, "--check", "--json")
+    assert check.exit_code == 2, check.output
+    error = json.loads(check.stdout)["error"]
+    assert error["kind"] == "usage" and "is a loose file" in error["message"]
+    check = invoke("migrate", loose, "--in-place", "--check", "--json")
     assert check.exit_code == 1, check.output
-    (entry,) = json.loads(check.stdout)["results"]
-    assert (entry["status"], entry["target"]) == ("would-migrate", None)
+    (entry,) = json.loads(check.stdout)["files"]
+    assert (entry["status"], entry["target"]) == ("would-migrate", str(loose))
     assert snapshot_tree(tmp_path) == before
     in_place = invoke("migrate", loose, "--in-place")
     assert in_place.exit_code == 0, in_place.output
@@ -172,10 +179,13 @@ def test_check_of_a_shallow_generation_file_is_no_crash(invoke: Invoke) -> None:
         shallow = top / "session.v2.jsonl"
         write_header(shallow, 2)
         result = invoke("migrate", shallow, "--check")
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 2, result.output  # loose: nowhere to publish
         assert "unexpected" not in result.output
+        assert "is a loose file" in result.stderr
+        assert invoke("migrate", shallow).exit_code == 2
+        result = invoke("migrate", shallow, "--check", "--in-place")
+        assert result.exit_code == 1, result.output
         assert result.stdout.splitlines()[-1] == "1 would-migrate"
-        assert invoke("migrate", shallow).exit_code == 2  # loose: nowhere to publish
         assert sorted(p.name for p in top.iterdir()) == ["session.v2.jsonl"]
     finally:
         shutil.rmtree(top)

@@ -45,7 +45,7 @@ def test_repair_saves_the_torn_bytes_then_closes_the_turn(invoke: Invoke, tmp_pa
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert errors(document, load_schema("repair")) == []
-    assert document["results"] == [
+    assert document["files"] == [
         {
             "path": str(log),
             "status": "repaired",
@@ -111,13 +111,13 @@ def test_repair_deletes_stale_temps_and_lists_kept_ones(invoke: Invoke, tmp_path
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert errors(document, load_schema("repair")) == []
-    (entry,) = document["results"]
+    (entry,) = document["files"]
     assert (entry["status"], entry["deletedTemps"], entry["keptTemps"]) == (
         "repaired",
         [str(stale)],
         [str(fresh)],
     )
-    assert dry_json["results"][0] == {**entry, "status": "would-repair"}
+    assert dry_json["files"][0] == {**entry, "status": "would-repair"}
     assert not stale.exists() and fresh.exists()
 
     again = invoke("repair", tmp_path, env={"NO_COLOR": "1"})
@@ -139,12 +139,16 @@ def test_the_schema_requires_the_temp_lists() -> None:
         "closers": [],
         "reason": None,
     }
-    assert errors({"results": [result]}, load_schema("repair")) == [
-        "$.results[0]: missing required key 'deletedTemps'",
-        "$.results[0]: missing required key 'keptTemps'",
+
+    def document(item: dict[str, object]) -> dict[str, object]:
+        return {"schema": 1, "files": [item], "summary": {"clean": 1}}
+
+    assert errors(document(result), load_schema("repair")) == [
+        "$.files[0]: missing required key 'deletedTemps'",
+        "$.files[0]: missing required key 'keptTemps'",
     ]
     bad = {**result, "deletedTemps": [1], "keptTemps": "y"}
-    assert len(errors({"results": [bad]}, load_schema("repair"))) == 2
+    assert len(errors(document(bad), load_schema("repair"))) == 2
 
 
 def test_jobs_repair_each_file_in_worker_processes_with_the_same_results(
@@ -155,10 +159,10 @@ def test_jobs_repair_each_file_in_worker_processes_with_the_same_results(
         with open(log, "ab") as handle:
             handle.write(b'{"type":"step/start","seq":' + str(index).encode())
     copy_tree(tmp_path / "a", tmp_path / "b")
-    serial = json.loads(invoke("repair", tmp_path / "a", "--json").stdout)["results"]
+    serial = json.loads(invoke("repair", tmp_path / "a", "--json").stdout)["files"]
     parallel_run = invoke("repair", tmp_path / "b", "--json", "--jobs", "3")
     assert parallel_run.exit_code == 0, parallel_run.output
-    parallel = json.loads(parallel_run.stdout)["results"]
+    parallel = json.loads(parallel_run.stdout)["files"]
     assert [r["status"] for r in parallel] == ["repaired"] * 4
     rebase = str(tmp_path / "a")
     assert [json.loads(json.dumps(r).replace(str(tmp_path / "b"), rebase)) for r in parallel] == (

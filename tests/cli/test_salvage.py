@@ -52,8 +52,10 @@ def test_salvage_json_matches_its_schema(invoke: Invoke, tmp_path: Path) -> None
     kept = sum(map(len, lines[:3]))
     result = invoke("repair", log, "--salvage", "--output", out, "--json")
     assert result.exit_code == 0, result.output
-    document = json.loads(result.stdout)
-    assert errors(document, load_schema("salvage")) == []
+    envelope = json.loads(result.stdout)
+    assert errors(envelope, load_schema("salvage")) == []
+    assert envelope["summary"] == {"salvaged": 1}
+    (document,) = envelope["files"]
     assert document == {
         "path": str(log),
         "output": str(out),
@@ -66,6 +68,7 @@ def test_salvage_json_matches_its_schema(invoke: Invoke, tmp_path: Path) -> None
             "message": "line is not valid JSON [unparsable-line]; the turn/end at line 7 shows "
             "this region was committed",
             "line": 4,
+            "eventLine": 3,
             "offset": kept,
             "seq": 2,
         },
@@ -95,8 +98,9 @@ def test_refusals_exit_1_with_the_reason(invoke: Invoke, tmp_path: Path) -> None
 
     nothing = invoke("repair", first_bad, "--salvage", "--output", tmp_path / "o.jsonl", "--json")
     assert nothing.exit_code == 1
-    document = json.loads(nothing.stdout)
-    assert errors(document, load_schema("salvage")) == []
+    envelope = json.loads(nothing.stdout)
+    assert errors(envelope, load_schema("salvage")) == []
+    (document,) = envelope["files"]
     assert document["status"] == "refused"
     assert document["keptEvents"] is None
     assert "nothing to salvage: the first event is already bad" in document["reason"]
@@ -143,7 +147,7 @@ def test_the_console_script_salvages(tmp_path: Path) -> None:
     before = (log.read_bytes(), log.stat().st_mtime_ns)
     done = run_script("repair", log, "--salvage", "--output", out, "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["status"] == "salvaged"
+    assert json.loads(done.stdout)["files"][0]["status"] == "salvaged"
     verified = run_script("verify", out)
     assert verified.returncode == 0, verified.stdout
     assert (log.read_bytes(), log.stat().st_mtime_ns) == before

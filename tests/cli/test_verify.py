@@ -47,6 +47,7 @@ def test_findings_carry_rule_line_offset_and_seq(
             "message": "crash tail of 27 byte(s) from line 13: the last line has no newline "
             "(27 byte(s) cut off) [torn-line]",
             "line": 13,
+            "eventLine": 12,
             "offset": (root / "_no-cwd/torn/session.v4.jsonl").stat().st_size - 27,
             "seq": 11,
         }
@@ -99,12 +100,12 @@ def test_github_annotations_for_failures_and_warnings(
     lines = result.stdout.splitlines()
     torn = str(root / "_no-cwd/torn/session.v4.jsonl").replace(":", "%3A").replace(",", "%2C")
     assert (
-        f"::error file={torn},line=13,title=torn-tail torn-tail::crash tail of 27 byte(s) "
+        f"::error file={torn},line=13,title=torn-tail::crash tail of 27 byte(s) "
         "from line 13: the last line has no newline (27 byte(s) cut off) [torn-line]"
     ) in lines
     assert sum(line.startswith("::error ") for line in lines) == 8
     assert [line for line in lines if line.startswith("::warning ")] == [
-        f"::warning file={root}/loose/old.jsonl,line=1,title=needs-migration needs-migration"
+        f"::warning file={root}/loose/old.jsonl,line=1,title=needs-migration"
         "::format version 3; `dsh-store migrate` upgrades it to 4"
     ]
 
@@ -197,7 +198,14 @@ def test_a_leftover_temp_is_a_finding_that_fails_only_strict(
     )
     assert report["classification"] == "ok"
     assert report["findings"] == [
-        {"rule": "leftover-temp", "message": message, "line": None, "offset": None, "seq": None}
+        {
+            "rule": "leftover-temp",
+            "message": message,
+            "line": None,
+            "eventLine": None,
+            "offset": None,
+            "seq": None,
+        }
     ]
     text = invoke("verify", tmp_path, env={"NO_COLOR": "1"})
     assert text.exit_code == 0
@@ -207,7 +215,7 @@ def test_a_leftover_temp_is_a_finding_that_fails_only_strict(
     strict = invoke("verify", tmp_path, "--strict")
     assert strict.exit_code == 1 and f"{log}: ok (format 4, 6 events) FAIL" in strict.stdout
     github = invoke("verify", tmp_path, "--format", "github").stdout.splitlines()
-    assert github[0] == f"::warning file={log},title=ok leftover-temp::{message}"
+    assert github[0] == f"::warning file={log},title=ok%3A leftover-temp::{message}"
     assert snapshot_tree(tmp_path) == before
 
 

@@ -44,7 +44,7 @@ print("acquired", flush=True)
 def locked_message(session_dir: Path) -> str:
     return (
         f"session 's-1' is open for writing elsewhere (lock {session_dir / 'session.lock'} is "
-        "held); close the other writer first — readers (inspect, load, read_from) need no lock"
+        "held); close the other writer first — reading with inspect or read_from needs no lock"
     )
 
 

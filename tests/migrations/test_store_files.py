@@ -102,10 +102,11 @@ def test_shallow_and_relative_paths_never_raise(
 
 def test_a_loose_generation_file_is_never_published_beside_itself(tmp_path: Path) -> None:
     loose = header_log(tmp_path / "loose" / "session.v2.jsonl", 2, "loose")
-    with pytest.raises(MigrationOptionsError, match="is a loose file"):
-        migrate_paths([loose])
-    (checked,) = migrate_paths([loose], dry_run=True)
-    assert (checked.status, checked.target) == ("would-migrate", None)
+    for dry_run in (False, True):  # a dry run refuses what the real run refuses
+        with pytest.raises(MigrationOptionsError, match="is a loose file"):
+            migrate_paths([loose], dry_run=dry_run)
+    (checked,) = migrate_paths([loose], in_place=True, dry_run=True)
+    assert (checked.status, checked.target) == ("would-migrate", loose)
     assert sorted(p.name for p in loose.parent.iterdir()) == ["session.v2.jsonl"]
     (in_place,) = migrate_paths([loose], in_place=True)
     assert (in_place.status, in_place.target) == ("migrated", loose)
@@ -123,7 +124,7 @@ def test_child_evidence_comes_only_from_a_real_store_root(
     store_with_child(guessed)
     loose = header_log(guessed / "loose" / "session.v2.jsonl", 2, "loose")
     roots = _recording_children_index(monkeypatch)
-    migrate_paths([loose], dry_run=True)
+    migrate_paths([loose], in_place=True, dry_run=True)
     migrate_paths([loose.parent], in_place=True)
     assert roots == []
 

@@ -154,7 +154,14 @@ def test_findings_carry_rule_line_offset_seq(tmp_path: Path, v4: dict[str, bytes
     (torn,) = [f for f in report.findings if f.rule == "torn-tail"]
     assert (torn.offset, torn.line) == (len(v4["open"]), v4["open"].count(b"\n") + 1)
     assert torn.seq == v4["open"].count(b"\n") - 1
-    assert report.to_json()["findings"][0].keys() == {"rule", "message", "line", "offset", "seq"}
+    assert report.to_json()["findings"][0].keys() == {
+        "rule",
+        "message",
+        "line",
+        "eventLine",
+        "offset",
+        "seq",
+    }
 
 
 def test_read_log_raises_the_typed_errors(tmp_path: Path, v4: dict[str, bytes]) -> None:

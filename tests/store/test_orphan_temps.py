@@ -138,7 +138,7 @@ def test_cli_repair_deletes_stale_orphans_and_reports_them(tmp_path: Path) -> No
         runner.invoke(main, ["repair", str(tmp_path), "--dry-run", "--json"]).stdout
     )
     assert errors(planned, load_schema("repair")) == []
-    assert [(r["path"], r["status"], r["deletedTemps"]) for r in planned["results"]] == [
+    assert [(r["path"], r["status"], r["deletedTemps"]) for r in planned["files"]] == [
         (str(other), "clean", []),
         (str(temp), "would-repair", [str(temp)]),
     ]
