@@ -436,7 +436,7 @@ def test_a_log_filed_under_another_id_is_refused_before_any_repair(tmp_path: Pat
     for call in (store.load, store.open, store.inspect, lambda i: store.read_from(i, 0)):
         with pytest.raises(CorruptLogError, match="header names session 'a'") as caught:
             call("b")
-        assert caught.value.rule == "header-id-mismatch"
+        assert caught.value.rule == "identity-binding"
         assert caught.value.line == 1
     with pytest.raises(CorruptLogError, match="filed as session 'b'"):
         store.append("b", [_event("turn/start", 8, {"turn": 3})])
