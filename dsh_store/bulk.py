@@ -311,6 +311,9 @@ def _repair_one(file: Path, *, dry_run: bool) -> dict[str, Any]:
     """Repair (or plan) one log; a refusal is a ``refused`` result, not an error."""
     from .store import repair_file
 
+    misfiled = _misfiled(file)
+    if misfiled is not None:  # verify calls it corrupt: never repaired where it lies
+        return repair_json(file, "refused", reason=misfiled)
     try:
         plan = repair_file(file, dry_run=dry_run)
     except (DshStoreError, OSError) as error:

@@ -139,3 +139,23 @@ def test_a_loose_copy_is_not_bound(invoke: Invoke, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert f"{loose}: ok" in result.stdout
     assert invoke("migrate", loose, "--check").exit_code == 0
+
+
+def test_repair_refuses_a_misfiled_log_and_repairs_the_others(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    source = record_session(tmp_path / "elsewhere", "a", open_turn=True, cwd=CWD)
+    misfiled = _misfile(root, source, "b", CWD)
+    bound = record_session(root, "bound", open_turn=True, cwd=CWD)
+    before = misfiled.read_bytes()
+    result = invoke("repair", root, "--json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    assert errors(document, load_schema("repair")) == []
+    rows = {row["path"]: row for row in document["results"]}
+    assert rows[str(bound)]["status"] == "repaired"
+    assert rows[str(misfiled)]["status"] == "refused"
+    assert rows[str(misfiled)]["reason"].startswith("identity-binding: the header names")
+    assert misfiled.read_bytes() == before
+    assert sorted(p.name for p in misfiled.parent.iterdir()) == ["session.v4.jsonl"]
