@@ -6,7 +6,8 @@ cwd) than its directory does was copied or moved into the wrong place; trusting 
 let a repair or an append meant for one session land in another session's file. Every
 store-level path therefore checks the binding before it uses such a log: ``JsonlStore``
 lookups refuse it, ``dsh-store verify`` reports it ``corrupt`` (rule ``identity-binding``),
-``dsh-store list`` marks it ``misfiled`` and ``dsh-store migrate`` refuses it and goes on.
+``dsh-store list`` marks it ``misfiled``, and ``dsh-store migrate`` and ``repair`` refuse it
+and go on.
 
 A path is *in a store* when its shape says so (:func:`store_root_of`): a generation file
 (``session.jsonl`` or ``session.vN.jsonl``) in a directory whose parent is named as a

@@ -21,6 +21,7 @@ from dsh_store.binding import (
 )
 from dsh_store.errors import CorruptLogError
 from dsh_store.jsonl import layout
+from dsh_store.model import SessionEvent
 from dsh_store.store import JsonlStore
 
 from .helpers import CWD, complete_turn, make_store, snapshot
@@ -50,6 +51,7 @@ def _entry_points(store: JsonlStore, session_id: str) -> list[object]:
         lambda: store.read_from(session_id, 0),
         lambda: store.open(session_id).close(),
         lambda: store.fork(session_id, child_id="child"),
+        lambda: store.append(session_id, [SessionEvent("turn/start", 6, 1, {"turn": 2})]),
     ]
 
 
