@@ -11,7 +11,6 @@ other ``.jsonl`` is a *loose file*. ``repair --salvage`` takes exactly one file
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -50,66 +49,35 @@ def is_store_file(path: str | os.PathLike[str]) -> bool:
 def store_root(path: str | os.PathLike[str]) -> Path | None:
     """The root of the store that ``path`` belongs to, or None when it is a loose file.
 
-    A store file is a generation file (``session.jsonl`` / ``session.vN.jsonl``) whose
-    directory really is a session directory, ``<root>/<project dir>/<session dir>/``:
-
-    - the project directory is named as :mod:`dsh_store.jsonl.layout` names one
-      (``_no-cwd``, or ``--<slug>--`` as :func:`~dsh_store.jsonl.layout.project_key`
-      spells it);
-    - the session directory is named :func:`~dsh_store.jsonl.layout.encode_session_id`
-      of the id in the file's header (for an unhashed name: the name decodes to that id).
-
-    Anything else is loose: another name, a path too shallow for the layout, a directory
-    named after another session, a header without a readable id. The directory is taken
-    with symlinks resolved (where ``session.v4.jsonl`` would be published); only the header
-    line is read.
+    A store file is a generation file (``session.jsonl`` / ``session.vN.jsonl``) with a
+    readable header whose directory sits in a project directory of a root,
+    ``<root>/<project dir>/<session dir>/`` (:func:`dsh_store.binding.store_root_of`: the
+    project directory is named ``_no-cwd`` or ``--<slug>--`` as
+    :func:`~dsh_store.jsonl.layout.project_key` spells it). Anything else is loose: another
+    name, a path too shallow for the layout, an empty file. The directory is taken with
+    symlinks resolved (where ``session.v4.jsonl`` would be published); only the header line
+    is read. A store file filed under another session (its header's id and cwd derive
+    another directory) is still a store file: migrating it is refused
+    (:func:`dsh_store.binding.check_binding`), never redirected to a loose-file path.
     """
     location = _store_location(Path(path))
     return None if location is None else location[0]
 
 
-# A project directory is "_no-cwd" or "--<slug>--" (layout.project_key): the slug is made
-# of safe characters and ~XXXX escapes, does not start with "-", and is cut at 251
-# characters, which can cut its last escape short.
-_SLUG = re.compile(r"(?:[A-Za-z0-9._-]|~[0-9A-F]{4})*(~[0-9A-F]{0,3})?")
-_SLUG_MAX = layout.NAME_MAX - 4
-
-
-def _is_project_dir(name: str) -> bool:
-    if name == layout.NO_CWD_DIR:
-        return True
-    if len(name) < 5 or not (name.startswith("--") and name.endswith("--")):
-        return False
-    slug = name[2:-2]
-    if len(slug) > _SLUG_MAX or slug.startswith("-"):
-        return False
-    match = _SLUG.fullmatch(slug)
-    return match is not None and (match.group(1) is None or len(slug) == _SLUG_MAX)
-
-
 def _store_location(path: Path) -> tuple[Path, HeaderInfo] | None:
     """(store root, header) of a store file; None for a loose file (see :func:`store_root`)."""
-    if layout.generation_version(path.name) is None:
-        return None
-    try:
-        session_dir = path.absolute().parent.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
-        return None
-    project = session_dir.parent
-    if session_dir == project or project == project.parent:  # too shallow: no root above
-        return None
-    if not _is_project_dir(project.name):
+    from .binding import store_root_of
+
+    location = store_root_of(path)
+    if location is None:
         return None
     try:
         info = LogScanner(path).read_header()
     except (DshStoreError, OSError):
         return None
-    session_id = None if info is None else info.value.get("id")
-    if info is None or not isinstance(session_id, str) or not session_id:
+    if info is None:
         return None
-    if layout.encode_session_id(session_id) != session_dir.name:
-        return None
-    return project.parent, info
+    return Path(location[0]), info
 
 
 class MigrationRequest:
@@ -257,6 +225,10 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
 
     source = request.source
     loose = request.loose if request.loose is not None else not is_store_file(source)
+    if not loose:
+        misfiled = _misfiled(source)
+        if misfiled is not None:
+            return MigrationResult(source, "refused", header_version(source), reason=misfiled)
     loose_dry_run = request.dry_run and request.output is None and not request.in_place and loose
     try:
         result = migrate_file(
@@ -274,6 +246,18 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
     if loose_dry_run and result.status == "would-migrate":
         result = replace(result, target=None)
     return result
+
+
+def _misfiled(source: Path) -> str | None:
+    """Why a store file may not be migrated where it lies, or None when it is bound."""
+    from .binding import BINDING_RULE, check_binding
+
+    try:
+        info = LogScanner(source).read_header()
+    except (DshStoreError, OSError):
+        return None  # the migration itself reports what is wrong with the header
+    misfiled = check_binding(source, None if info is None else info.value)
+    return None if misfiled is None else f"{BINDING_RULE}: {misfiled.message}"
 
 
 def _one_line(error: BaseException, *, source: Path | None = None) -> str:
@@ -382,6 +366,9 @@ def _repair_one(file: Path, *, dry_run: bool) -> dict[str, Any]:
     """Repair (or plan) one log; a refusal is a ``refused`` result, not an error."""
     from .store import repair_file
 
+    misfiled = _misfiled(file)
+    if misfiled is not None:  # verify calls it corrupt: never repaired where it lies
+        return repair_json(file, "refused", reason=misfiled)
     try:
         plan = repair_file(file, dry_run=dry_run)
     except (DshStoreError, OSError) as error:

@@ -938,11 +938,13 @@ def migrate_store(
     """Publish ``session.v4.jsonl`` beside every older-only session in a store root.
 
     Each session directory's newest generation is used. Sessions already at v4 are
-    reported ``current``; refusals, corrupt and unsupported logs are reported ``refused``
-    with the reason and do not stop the others. The child headers of each session are
-    passed to the chain so the v4 subagent catalog is complete. ``lenient`` is
+    reported ``current``; refusals, corrupt and unsupported logs, and misfiled ones (their
+    header's id and cwd derive another directory, :mod:`dsh_store.binding`), are reported
+    ``refused`` with the reason and do not stop the others. The child headers of each
+    session are passed to the chain so the v4 subagent catalog is complete. ``lenient`` is
     :func:`migrate_file`'s.
     """
+    from .binding import BINDING_RULE, row_binding
     from .store import JsonlStore
 
     store = JsonlStore(root)
@@ -952,6 +954,11 @@ def migrate_store(
         try:
             info = LogScanner(log).read_header()
             if info is None:
+                continue
+            misfiled = row_binding(store.root, log.parent, info.value, path=log)
+            if misfiled is not None:
+                reason = f"{BINDING_RULE}: {misfiled.message}"
+                results.append(MigrationResult(log, "refused", info.version, reason=reason))
                 continue
             if index is None and info.version != SESSION_FORMAT_VERSION:
                 index = store.children_index()  # one walk of the store, built on first need

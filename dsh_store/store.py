@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .binding import BINDING_RULE, binding_in, row_binding
 from .errors import (
     AmbiguousSessionError,
     CorruptLogError,
@@ -219,7 +220,7 @@ class JsonlStore:
         """The balanced view of a session: closers in memory, torn tail untouched, no write."""
         log = self._require(session_id)
         inspection = self._read(log)
-        _check_identity(inspection, session_id)
+        _check_identity(inspection, session_id, self.root)
         return inspection
 
     def load(self, session_id: str) -> Inspection:
@@ -232,7 +233,7 @@ class JsonlStore:
         lock = SessionLock(log.parent, session_id)
         with lock:
             inspection = self._read(log)
-            _check_identity(inspection, session_id)
+            _check_identity(inspection, session_id, self.root)
             if inspection.source_version != SESSION_FORMAT_VERSION:
                 return inspection
             return commit_repair(inspection)
@@ -251,8 +252,9 @@ class JsonlStore:
         """Headers of every stored session (reads first lines only), sorted by id.
 
         A session whose directory or log cannot be read (permission denied, not a
-        session) is left out rather than failing the listing; ``dsh-store verify``
-        reports such files.
+        session), or whose log is misfiled (its header's id and cwd derive another
+        directory, :mod:`dsh_store.binding`), is left out rather than failing the listing;
+        ``dsh-store verify`` reports such files.
         """
         return [header for header, _ in self.snapshots()]
 
@@ -267,6 +269,8 @@ class JsonlStore:
                 continue  # not listable (unreadable, vanished): verify reports such files
             if info is None or scanner.stat is None:
                 continue
+            if row_binding(self.root, log.parent, info.value, path=log) is not None:
+                continue  # misfiled: its header's id does not lead here (verify reports it)
             header = _header_only(info.value, log)
             if header is None:
                 continue
@@ -422,7 +426,7 @@ class JsonlStore:
         returned as read: a turn open there is that append's, not a crash's.
         """
         inspection = self._read(log)
-        _check_identity(inspection, session_id)
+        _check_identity(inspection, session_id, self.root)
         if (
             continuing
             and inspection.torn is None
@@ -561,14 +565,20 @@ def _header_only(value: dict[str, Any], log: Path) -> SessionHeader | None:
         return None
 
 
-def _check_identity(inspection: Inspection, session_id: str) -> None:
-    """Refuse a log whose header names another session (it was filed in the wrong place)."""
-    if inspection.header.id != session_id:
-        raise CorruptLogError(
-            str(inspection.path),
-            f"the header names session {inspection.header.id!r}, but the log is filed as "
-            f"session {session_id!r}; move it to its own session directory",
-            line=1,
-            offset=0,
-            rule="header-id-mismatch",
+def _check_identity(inspection: Inspection, session_id: str, root: Path) -> None:
+    """Refuse a log filed in the wrong place: its header must name ``session_id`` and, with
+    its cwd, derive the directory the log is in (see :mod:`dsh_store.binding`)."""
+    header = inspection.header
+    directory = inspection.path.parent
+    misfiled = binding_in(root, directory, header.id, header.cwd, path=inspection.path)
+    if header.id != session_id:
+        where = "" if misfiled is None or misfiled.expected is None else f" ({misfiled.expected})"
+        detail = (
+            f"the header names session {header.id!r}, but the log is filed as session "
+            f"{session_id!r} in {directory}; move it to its own session directory{where}"
         )
+    elif misfiled is not None:
+        detail = misfiled.message
+    else:
+        return
+    raise CorruptLogError(str(inspection.path), detail, line=1, offset=0, rule=BINDING_RULE)

@@ -188,7 +188,7 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
     rows: list[dict[str, Any]] = []
     for log in JsonlStore(base).session_logs():
-        row = session_row(log)
+        row = session_row(log, root=base)
         if row["id"] is None and row["status"] in _HEADER_READ:
             continue  # a header without a string id names no session: not listable
         rows.append(row)
@@ -196,8 +196,12 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def session_row(log: Path) -> dict[str, Any]:
-    """``{id, cwd, created, version, events, status, path}`` of one log, cheaply.
+def session_row(log: Path, *, root: Path | None = None) -> dict[str, Any]:
+    """``{id, cwd, created, version, events, status, path, misfiled}`` of one log, cheaply.
+
+    ``misfiled`` is True when ``root`` is the store root the log was found in and the
+    header's id and cwd derive another session directory (:mod:`dsh_store.binding`); the
+    row still shows what the header says. Without ``root`` it is False.
 
     ``events`` is the number of committed events as ``dsh-store verify`` counts them: for
     a format-4 log the last committed seq + 1, read from the file's last complete line
@@ -220,6 +224,7 @@ def session_row(log: Path) -> dict[str, Any]:
         "events": None,
         "status": "not-a-session",
         "path": str(log),
+        "misfiled": False,
     }
     try:
         info = LogScanner(log).read_header()
@@ -240,6 +245,10 @@ def session_row(log: Path) -> dict[str, Any]:
         version=info.version,
         status="current" if info.version == layout.CURRENT_VERSION else "needs-migration",
     )
+    if root is not None:
+        from .binding import row_binding
+
+        row["misfiled"] = row_binding(root, log.parent, info.value, path=log) is not None
     try:
         events, clean_end = _tail_facts(log, info.size)
     except OSError:

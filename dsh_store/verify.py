@@ -221,6 +221,8 @@ def examine_file(path: str, *, lenient: bool = False) -> FileReport:
             f"{path}: verification failed unexpectedly ({type(error).__name__}: {error}); "
             "this is a bug in dsh-store, please report it with the file"
         ) from error
+    if report.classification not in _UNBOUND:
+        report = _with_binding(report)
     # Only a report that is not a session can be about a directory: files pay no stat.
     if report.classification == "not-a-session" and os.path.isdir(path):
         try:
@@ -233,6 +235,30 @@ def examine_file(path: str, *, lenient: bool = False) -> FileReport:
             )
             return FileReport(path, "not-a-session", None, None, (Finding("unreadable", message),))
     return report
+
+
+# Classifications of files whose header names no session to bind (nothing to check).
+_UNBOUND = frozenset({"not-a-session", "empty", "unsupported-version"})
+
+
+def _with_binding(report: FileReport) -> FileReport:
+    """``report``, made ``corrupt`` with an ``identity-binding`` finding when the log sits
+    in a store (:func:`dsh_store.binding.store_root_of`) but its header's id and cwd derive
+    another directory. Committed corruption found first keeps its own finding first."""
+    from .binding import BINDING_RULE, check_binding, store_root_of
+    from .jsonl.scan import LogScanner
+
+    if store_root_of(report.path) is None:
+        return report  # a loose file: named by its path alone
+    try:
+        info = LogScanner(report.path).read_header()
+    except (DshStoreError, OSError):
+        return report  # the report already says what is wrong with the header
+    misfiled = check_binding(report.path, None if info is None else info.value)
+    if misfiled is None:
+        return report
+    finding = Finding(BINDING_RULE, f"misfiled log: {misfiled.message}", line=1, offset=0)
+    return report._replace(classification="corrupt", findings=(*report.findings, finding))
 
 
 TEMP_GRACE_S = 600.0

@@ -32,7 +32,8 @@ def list_sessions(root: str | None, as_json: bool) -> None:
     """List the sessions of a store, reading only each log's header and tail.
 
     ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions. Status is current,
-    needs-migration or torn-tail (or what is wrong with the header); run verify for
+    needs-migration or torn-tail (or what is wrong with the header), or misfiled for a
+    log whose header names another session or cwd than its directory; run verify for
     the full verdict.
 
     \b
@@ -56,10 +57,11 @@ def list_sessions(root: str | None, as_json: bool) -> None:
         version = "?" if row["version"] is None else str(row["version"])
         created = "-" if row["created"] is None else str(row["created"])
         ident = row["id"] if row["id"] is not None else f"({row['path']})"
+        status = "misfiled" if row["misfiled"] else row["status"]
         # Ids, paths and cwds come from the logs: no control sequence reaches the terminal.
         click.echo(
             printable(
-                f"{ident:<36} {version:>3} {events:>7}  {row['status']:<16} "
+                f"{ident!s:<36} {version:>3} {events:>7}  {status:<16} "
                 f"{created:<13}  {row.get('cwd') or '-'}"
             )
         )

@@ -21,8 +21,16 @@ from .events import (
 )
 from .header import SessionHeader
 from .messages import derive_event_message
+from .projections import (
+    FIRST_PARTY_PROJECTIONS,
+    IMAGE_OFFLOAD,
+    MESSAGE_PROJECTION_TYPES,
+    MessageProjection,
+    ProjectionContext,
+)
 from .session import Clock, EventInput, Listener, Session
 from .surface import SurfaceFold, SurfaceReplacement, SurfaceView, fold_surface
+from .tools import fold_tool_history
 from .vocabulary import (
     CORE_TYPES,
     KNOWN_TYPES,
@@ -34,13 +42,18 @@ from .vocabulary import (
 
 __all__ = [
     "CORE_TYPES",
+    "FIRST_PARTY_PROJECTIONS",
+    "IMAGE_OFFLOAD",
     "KNOWN_TYPES",
     "LOG_ONLY_TYPES",
+    "MESSAGE_PROJECTION_TYPES",
     "SESSION_FORMAT_VERSION",
     "SURFACE_TYPES",
     "Clock",
     "EventInput",
     "Listener",
+    "MessageProjection",
+    "ProjectionContext",
     "Session",
     "SessionEvent",
     "SessionHeader",
@@ -56,6 +69,7 @@ __all__ = [
     "fold_request_context",
     "fold_request_header",
     "fold_surface",
+    "fold_tool_history",
     "interrupted_closers",
     "is_plugin_type",
 ]

@@ -13,20 +13,34 @@ from typing import Any, Final
 from ._checks import fail
 from .events import SessionEvent
 
-__all__ = ["build_fork_seed", "interrupted_closers"]
+__all__ = [
+    "TOOL_NOT_STARTED_TEXT",
+    "TOOL_OUTCOME_UNKNOWN_TEXT",
+    "build_fork_seed",
+    "interrupted_closers",
+]
 
-_NOT_STARTED: Final = (
-    "ToolNotStartedError",
-    "TOOL_NOT_STARTED",
-    "This tool call was interrupted before it was recorded as started, so it did not run. "
-    "Call it again if it is still needed.",
+# The result texts are protocol constants: DSH fixes them (``dsh-session`` README, "Crash-repair
+# result: What the model sees") as what a resumed model reads, so they are kept byte for byte.
+TOOL_NOT_STARTED_TEXT: Final = (
+    "The tool call was interrupted before the Harness recorded it as started. "
+    "Retry it if it is still needed."
 )
+"""The text of a ``TOOL_NOT_STARTED`` closer (no ``tool/call`` was logged)."""
+
+TOOL_OUTCOME_UNKNOWN_TEXT: Final = (
+    "The tool call was interrupted after it was recorded, but no result was durably "
+    "recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: "
+    "retry only if the operation is read-only or idempotent; if it may have side effects, "
+    "first verify external state or ask the user. Do not retry blindly."
+)
+"""The text of a ``TOOL_OUTCOME_UNKNOWN`` closer (a ``tool/call`` was logged, no result)."""
+
+_NOT_STARTED: Final = ("ToolNotStartedError", "TOOL_NOT_STARTED", TOOL_NOT_STARTED_TEXT)
 _OUTCOME_UNKNOWN: Final = (
     "ToolOutcomeUnknownError",
     "TOOL_OUTCOME_UNKNOWN",
-    "This tool call started but the session stopped before its result was recorded, so its "
-    "outcome is unknown. Repeat it only if it is read-only or idempotent; otherwise check the "
-    "external state or ask the user before trying again. Never retry it blindly.",
+    TOOL_OUTCOME_UNKNOWN_TEXT,
 )
 
 

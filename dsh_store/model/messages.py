@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -28,14 +29,20 @@ def project(event: SessionEvent) -> Any | None:
     return None
 
 
-def derive_event_message(event: SessionEvent) -> Any | None:
+def derive_event_message(
+    event: SessionEvent, projected_messages: Mapping[int, Any] | None = None
+) -> Any | None:
     """A fresh copy of the message ``event`` projects to, or ``None``.
 
     ``user/message`` projects its payload; ``system/message``, ``developer/message``,
     ``assistant/message`` and ``tool/result`` project ``data.message``. Everything else
     (turn/step brackets, attempts, requests, log-only and plugin records) projects nothing.
+    With ``projected_messages`` (a :class:`~dsh_store.model.surface.SurfaceFold`'s), a
+    message changed by a message projection is returned as changed.
     """
     message = project(event)
     if message is None:
         return None
+    if projected_messages is not None and event.seq in projected_messages:
+        message = projected_messages[event.seq]
     return orjson.loads(orjson.dumps(message))

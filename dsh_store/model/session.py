@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time as _time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final, NamedTuple, NoReturn
 
 import orjson
@@ -23,8 +24,16 @@ from .events import (
 from .header import SessionHeader
 from .lifecycle import LifecycleState
 from .messages import project
+from .projections import (
+    MessageProjection,
+    ProjectionContext,
+    projection_registry,
+    projection_types,
+    run_projection,
+)
 from .shapes import EventFacts, check_payload
 from .surface import SurfaceManager, SurfaceView
+from .tools import ToolHistoryFold
 from .vocabulary import KNOWN_TYPES, SURFACE_TYPES
 
 __all__ = ["Clock", "EventInput", "Listener", "Session"]
@@ -60,6 +69,30 @@ _type_of = type
 _NON_SURFACE_KNOWN: Final = KNOWN_TYPES - SURFACE_TYPES
 
 
+class _SeqIndex(Mapping[int, SessionEvent]):
+    """Events by seq over the log (and a batch's staged events), without copying it."""
+
+    __slots__ = ("_log", "_staged")
+
+    def __init__(self, log: Sequence[SessionEvent], staged: Sequence[SessionEvent]) -> None:
+        self._log = log
+        self._staged = staged
+
+    def __getitem__(self, seq: int) -> SessionEvent:
+        count = len(self._log)
+        if type(seq) is int and 0 <= seq < count:
+            return self._log[seq]
+        if type(seq) is int and 0 <= seq - count < len(self._staged):
+            return self._staged[seq - count]
+        raise KeyError(seq)
+
+    def __len__(self) -> int:
+        return len(self._log) + len(self._staged)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self)))
+
+
 def _clock_invalid(stamp: object, seq: int, event_type: str | None) -> NoReturn:
     fail(
         "clock-invalid",
@@ -78,6 +111,7 @@ class Session:
     """
 
     __slots__ = (
+        "_changed_messages",
         "_clock",
         "_context_seq",
         "_events",
@@ -89,16 +123,30 @@ class Session:
         "_projected",
         "_projected_generation",
         "_projected_nodes",
+        "_projection_kinds",
+        "_projections",
         "_publishing",
         "_surface",
+        "_tool_history",
         "first_live_seq",
         "inherited_event_count",
     )
 
-    def __init__(self, header: SessionHeader, clock: Clock | None) -> None:
+    def __init__(
+        self,
+        header: SessionHeader,
+        clock: Clock | None,
+        projections: Iterable[MessageProjection] | None = None,
+    ) -> None:
         """Internal: use :meth:`create` or :meth:`from_restore`."""
         if type(header) is not SessionHeader:
             fail("session-header", "header must be a SessionHeader", seq=None, event_type=None)
+        self._projections = projection_registry(projections)
+        self._projection_kinds = projection_types(self._projections)
+        # Messages changed by message projections, by original seq (a replaced node's
+        # entry stays: it is simply no longer on the surface).
+        self._changed_messages: dict[int, Any] = {}
+        self._tool_history: ToolHistoryFold | None = None
         self._header = header
         self._clock: Clock = clock if clock is not None else _wall_clock
         self._events: list[SessionEvent] = []
@@ -126,8 +174,13 @@ class Session:
         header: SessionHeader | None = None,
         inherited_event_count: int = 0,
         clock: Clock | None = None,
+        projections: Iterable[MessageProjection] | None = None,
     ) -> Session:
         """A new session, optionally seeded with replayed or forked history.
+
+        ``projections`` are the interpreters of plugin-owned message changes
+        (:mod:`dsh_store.model.projections`); None installs the first-party catalog
+        (``image/offload``). A seed event that needs a missing one is refused.
 
         A header with ``is_seeded=True`` marks a fork child: its seed either already holds
         the ``session/end-seed {"inherited": true}`` marker at ``inherited_event_count``
@@ -168,7 +221,7 @@ class Session:
                 seq=None,
                 event_type=None,
             )
-        session = cls(header, tick)
+        session = cls(header, tick, projections)
         for event in events:
             session._admit(event, refuse_unknown=False)
         cut = session._last_inherited_marker()
@@ -217,8 +270,13 @@ class Session:
         *,
         resume: bool = False,
         clock: Clock | None = None,
+        projections: Iterable[MessageProjection] | None = None,
     ) -> Session:
         """Rebuild a session from its stored header and events.
+
+        ``projections`` as for :meth:`create`: a stored event whose message projection has
+        no interpreter is refused (rule ``projection-missing``, with its seq and type), as
+        is one whose decision the interpreter rejects.
 
         Restore rules apply: an unknown type is refused unless ``ignorable`` (then it is
         kept opaque). No crash closers are added (see :func:`interrupted_closers`). With
@@ -228,7 +286,7 @@ class Session:
 
         :raises EventValidationError: with the seq of the first invalid event.
         """
-        session = cls(header, clock)
+        session = cls(header, clock, projections)
         for event in events:
             session._admit(event, refuse_unknown=True)
         cut = session._last_inherited_marker()
@@ -274,6 +332,12 @@ class Session:
                 seq=event.seq,
                 event_type=event.type,
             )
+        if event.type in self._projections and event.type not in KNOWN_TYPES:
+            # A plugin type with a registered interpreter is interpreted, not opaque.
+            changed = self._project(event, self._surface, self._changed_messages)
+            self._commit(event, None)
+            self._apply_changes(changed, self._surface, self._changed_messages)
+            return
         if event.type not in KNOWN_TYPES:
             if refuse_unknown and not event.ignorable:
                 fail(
@@ -287,6 +351,11 @@ class Session:
             return
         self._lifecycle.check(event.type, seq, event._facts)
         span = self._surface.check(event.type, seq, event.surface_op, event.source_event_seqs)
+        if event.type in self._projection_kinds:
+            changed = self._project(event, self._surface, self._changed_messages)
+            self._commit(event, span)
+            self._apply_changes(changed, self._surface, self._changed_messages)
+            return
         self._commit(event, span)
 
     def _commit(self, event: SessionEvent, span: tuple[int, int] | None) -> None:
@@ -300,6 +369,34 @@ class Session:
                 self._header_seq = event.seq
             elif kind == "request/context":
                 self._context_seq = event.seq
+
+    def _projection_events(self, staged: Sequence[SessionEvent] = ()) -> Mapping[int, SessionEvent]:
+        """Committed (and, in a batch, staged) events by seq, for a projection's context."""
+        return _SeqIndex(self._events, staged)
+
+    def _project(
+        self,
+        event: SessionEvent,
+        surface: SurfaceManager,
+        changed: dict[int, Any],
+        staged: Sequence[SessionEvent] = (),
+    ) -> dict[int, Any]:
+        """Run the message projection ``event`` needs against this (staged) history."""
+        context = ProjectionContext(
+            tuple(surface.nodes),
+            surface.node_types(),
+            self._projection_events(staged),
+            MappingProxyType(changed),
+        )
+        return run_projection(self._projections, event, context)
+
+    @staticmethod
+    def _apply_changes(
+        updates: dict[int, Any], surface: SurfaceManager, changed: dict[int, Any]
+    ) -> None:
+        if updates:
+            changed.update(updates)
+            surface.content_generation += 1
 
     def _now(self, seq: int, event_type: str) -> int:
         stamp = self._clock()
@@ -340,6 +437,9 @@ class Session:
             _clock_invalid(stamp, seq, type)
         line = encode_line(type, seq, stamp, data, ignorable, sources, op)
         event = make_event(type, seq, stamp, line, ignorable, op, sources, facts)
+        changed = None
+        if type in self._projection_kinds:
+            changed = self._project(event, self._surface, self._changed_messages)
         events.append(event)
         self._events_view = None
         if type in KNOWN_TYPES:
@@ -350,6 +450,8 @@ class Session:
                 self._header_seq = seq
             elif type == "request/context":
                 self._context_seq = seq
+        if changed is not None:
+            self._apply_changes(changed, self._surface, self._changed_messages)
         if self._listeners:
             self._publish(tuple(self._listeners), (event,))
         return event
@@ -371,6 +473,7 @@ class Session:
         base = len(self._events)
         stamp = self._now(base, items[0].type)
         staged: list[tuple[SessionEvent, tuple[int, int] | None]] = []
+        changed: dict[int, Any] | None = None  # a copy once the batch changes a message
         for offset, item in enumerate(items):
             seq = base + offset
             op, sources, facts, span = self._candidate(
@@ -385,13 +488,22 @@ class Session:
             )
             line = encode_line(item.type, seq, stamp, item.data, item.ignorable, sources, op)
             event = make_event(item.type, seq, stamp, line, item.ignorable, op, sources, facts)
+            updates = None
+            if item.type in self._projection_kinds:
+                if changed is None:
+                    changed = dict(self._changed_messages)
+                updates = self._project(event, surface, changed, [e for e, _ in staged])
             if item.type in KNOWN_TYPES:
                 lifecycle.apply(item.type, seq, facts)
                 surface.apply(item.type, seq, span)
+            if updates is not None and changed is not None:
+                self._apply_changes(updates, surface, changed)
             staged.append((event, span))
         listeners = tuple(self._listeners)
         self._lifecycle = lifecycle
         self._surface = surface
+        if changed is not None:
+            self._changed_messages = changed
         for event, _span in staged:
             # Lifecycle and surface were folded while staging; only record the event.
             self._events.append(event)
@@ -567,26 +679,56 @@ class Session:
     def derive_messages(self) -> list[Any]:
         """The model-visible message history: fresh copies, in surface order.
 
-        The projection cache grows with new surface nodes and is rebuilt after a replace.
+        The projection cache grows with new surface nodes and is rebuilt after a replace
+        or a message projection (``surface.content_generation``). A message changed by a
+        message projection (``image/offload``) is derived as changed.
         """
         surface = self._surface
-        if surface.replace_generation != self._projected_generation:
+        if surface.content_generation != self._projected_generation:
             self._projected = []
             self._projected_nodes = 0
-            self._projected_generation = surface.replace_generation
+            self._projected_generation = surface.content_generation
         events = self._events
+        changed = self._changed_messages
         for seq in surface.nodes[self._projected_nodes :]:
             message = project(events[seq])
             if message is not None:
-                self._projected.append(message)
+                self._projected.append(changed.get(seq, message))
         self._projected_nodes = len(surface.nodes)
         copied: list[Any] = orjson.loads(orjson.dumps(self._projected))
         return copied
 
     def derive_event_message(self, event: SessionEvent) -> Any | None:
-        """The message ``event`` projects to (a fresh copy), or ``None``."""
+        """The message ``event`` projects to (a fresh copy), or ``None``.
+
+        When ``event`` is this session's event at its seq, committed message projections
+        are applied; the logged event itself never changes.
+        """
         message = project(event)
-        return None if message is None else orjson.loads(orjson.dumps(message))
+        if message is None:
+            return None
+        seq = event.seq
+        if seq in self._changed_messages and self._events[seq].line == event.line:
+            message = self._changed_messages[seq]
+        return orjson.loads(orjson.dumps(message))
+
+    def tool_history(self) -> dict[str, Any]:
+        """The tool history: request-header tools plus ``developer/message`` additions.
+
+        ``{"tools": [...], "updates": [{"messageId", "additions"}]}``, a fresh copy (rules in
+        :mod:`dsh_store.model.tools`). The first call folds the whole log, each later call
+        only the events appended since.
+
+        :raises EventValidationError: ``tool-addition-undefined`` for a developer message
+            adding a tool its ``headerSeq`` header does not declare.
+        """
+        fold = self._tool_history
+        if fold is None:
+            fold = self._tool_history = ToolHistoryFold()
+        events = self._events
+        for seq in range(fold.seen, len(events)):
+            fold.apply(events[seq])
+        return fold.snapshot()
 
     def request_header(self) -> dict[str, Any] | None:
         """The latest ``request/header`` snapshot's header (a fresh copy), or ``None``."""

@@ -13,11 +13,13 @@ Memory is the lifecycle state (one open turn's tool calls) and the surface node 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from .events import SessionEvent
 from .header import SessionHeader
+from .projections import MessageProjection, carries_image
 from .session import Clock, Session
 
 __all__ = ["StreamCheck", "check_stream"]
@@ -64,14 +66,36 @@ class StreamCheck(Session):
 
     Build it with :meth:`Session.from_restore` (or :func:`check_stream`); reading
     ``events`` or deriving messages is not supported, only the counts and header.
+
+    Message projections are validated as a restore validates them. For that it keeps the
+    ``user/message`` and ``tool/result`` events that carry an image (the only messages the
+    first-party ``image/offload`` definition reads) and the messages projections changed:
+    memory grows with the image-bearing messages, not with the log.
     """
 
-    __slots__ = ()
+    __slots__ = ("_carriers",)
 
-    def __init__(self, header: SessionHeader, clock: Clock | None) -> None:
-        super().__init__(header, clock)
+    def __init__(
+        self,
+        header: SessionHeader,
+        clock: Clock | None,
+        projections: Iterable[MessageProjection] | None = None,
+    ) -> None:
+        super().__init__(header, clock, projections)
         tail: Any = _CountingTail()
         self._events = tail
+        self._carriers: dict[int, SessionEvent] = {}
+
+    def _commit(self, event: SessionEvent, span: tuple[int, int] | None) -> None:
+        super()._commit(event, span)
+        kind = event.type
+        if kind == "user/message" or kind == "tool/result":
+            value = event._value()
+            if carries_image(value if kind == "user/message" else value.get("message")):
+                self._carriers[event.seq] = event
+
+    def _projection_events(self, staged: Sequence[SessionEvent] = ()) -> Mapping[int, SessionEvent]:
+        return MappingProxyType(self._carriers)
 
     @property
     def events(self) -> tuple[SessionEvent, ...]:
@@ -81,6 +105,10 @@ class StreamCheck(Session):
     def derive_messages(self) -> list[Any]:
         """Not available: a streaming check keeps no events."""
         raise TypeError("StreamCheck keeps no events; use Session.from_restore to derive them")
+
+    def tool_history(self) -> dict[str, Any]:
+        """Not available: a streaming check keeps no events."""
+        raise TypeError("StreamCheck keeps no events; use Session.from_restore to fold them")
 
 
 def check_stream(header: SessionHeader, events: Iterable[SessionEvent]) -> int:

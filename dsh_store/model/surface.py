@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from ._checks import fail
 from .events import SessionEvent, SurfaceOp, SurfaceReplace
+from .projections import (
+    MessageProjection,
+    ProjectionContext,
+    projection_registry,
+    projection_types,
+    run_projection,
+)
 from .vocabulary import SURFACE_TYPES
 
 __all__ = ["SurfaceFold", "SurfaceManager", "SurfaceReplacement", "SurfaceView", "fold_surface"]
 
 
 class SurfaceView(NamedTuple):
-    """A snapshot of the surface: node seqs in model-visible order and the rewrite count."""
+    """A snapshot of the surface: node seqs in model-visible order, the rewrite count and
+    the content count (rewrites plus committed message projections)."""
 
     nodes: tuple[int, ...]
     replace_generation: int
+    content_generation: int = 0
 
 
 class SurfaceReplacement(NamedTuple):
@@ -29,10 +39,17 @@ class SurfaceReplacement(NamedTuple):
 
 
 class SurfaceFold(NamedTuple):
-    """Result of replaying every surface operation of a log."""
+    """Result of replaying every surface operation of a log.
+
+    ``projected_messages`` holds the messages changed by message projections
+    (:mod:`.projections`), keyed by their original seqs; pass it to
+    :func:`~dsh_store.model.messages.derive_event_message` to project a node as the
+    session does.
+    """
 
     nodes: tuple[int, ...]
     replacements: tuple[SurfaceReplacement, ...]
+    projected_messages: Mapping[int, Any] = MappingProxyType({})
 
     @property
     def replace_generation(self) -> int:
@@ -46,12 +63,14 @@ class SurfaceManager:
     Appends cost O(1); a replace costs O(surface) and bumps ``replace_generation``.
     """
 
-    __slots__ = ("_node_types", "nodes", "replace_generation")
+    __slots__ = ("_node_types", "content_generation", "nodes", "replace_generation")
 
     def __init__(self) -> None:
         self.nodes: list[int] = []
         self._node_types: dict[int, str] = {}
         self.replace_generation = 0
+        # Replacements plus committed message projections: what a message cache keys on.
+        self.content_generation = 0
 
     def copy(self) -> SurfaceManager:
         """An independent copy (used to stage a batch)."""
@@ -59,6 +78,7 @@ class SurfaceManager:
         twin.nodes = list(self.nodes)
         twin._node_types = dict(self._node_types)
         twin.replace_generation = self.replace_generation
+        twin.content_generation = self.content_generation
         return twin
 
     def check(
@@ -124,26 +144,39 @@ class SurfaceManager:
                 del self._node_types[node]
             self.nodes[first : last + 1] = [seq]
             self.replace_generation += 1
+            self.content_generation += 1
         self._node_types[seq] = event_type
 
     def shadowed(self, span: tuple[int, int]) -> tuple[int, ...]:
         """The nodes a checked replacement removes."""
         return tuple(self.nodes[span[0] : span[1] + 1])
 
+    def node_types(self) -> Mapping[int, str]:
+        """A read-only view of the event type of each current node."""
+        return MappingProxyType(self._node_types)
+
     def view(self) -> SurfaceView:
         """An immutable snapshot."""
-        return SurfaceView(tuple(self.nodes), self.replace_generation)
+        return SurfaceView(tuple(self.nodes), self.replace_generation, self.content_generation)
 
 
-def fold_surface(events: Iterable[SessionEvent]) -> SurfaceFold:
-    """Replay the surface operations of ``events`` from scratch.
+def fold_surface(
+    events: Iterable[SessionEvent], projections: Iterable[MessageProjection] | None = None
+) -> SurfaceFold:
+    """Replay the surface operations of ``events`` from scratch, with message projections.
 
-    Opaque (unknown-type) events never join the surface.
+    Opaque (unknown-type) events never join the surface. ``projections`` are the
+    interpreters of plugin-owned message changes (None: the first-party catalog); an
+    event that needs one the fold lacks is refused, as a session refuses it.
 
-    :raises EventValidationError: when an operation is invalid at its position.
+    :raises EventValidationError: when an operation or projection is invalid at its position.
     """
+    registry = projection_registry(projections)
+    kinds = projection_types(registry)
     manager = SurfaceManager()
     replacements: list[SurfaceReplacement] = []
+    messages: dict[int, Any] = {}
+    by_seq: dict[int, SessionEvent] = {}
     for event in events:
         span = manager.check(event.type, event.seq, event.surface_op, event.source_event_seqs)
         if span is not None:
@@ -152,5 +185,18 @@ def fold_surface(events: Iterable[SessionEvent]) -> SurfaceFold:
             replacements.append(
                 SurfaceReplacement(event.seq, op.start_seq, op.end_seq, manager.shadowed(span))
             )
+        changed = None
+        if event.type in kinds:
+            context = ProjectionContext(
+                tuple(manager.nodes),
+                manager.node_types(),
+                MappingProxyType(by_seq),
+                MappingProxyType(messages),
+            )
+            changed = run_projection(registry, event, context)
         manager.apply(event.type, event.seq, span)
-    return SurfaceFold(tuple(manager.nodes), tuple(replacements))
+        if changed:
+            messages.update(changed)
+            manager.content_generation += 1
+        by_seq[event.seq] = event
+    return SurfaceFold(tuple(manager.nodes), tuple(replacements), MappingProxyType(messages))

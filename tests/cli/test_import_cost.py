@@ -89,7 +89,7 @@ def test_verifying_a_file_imports_no_pathlib(extra: list[str]) -> None:
 
 
 def test_verifying_a_store_tree_with_a_leftover_temp_imports_no_pathlib(tmp_path: Path) -> None:
-    session = tmp_path / "--project--" / "session-1"
+    session = tmp_path / "--work-project--" / "fixture-session"  # where its header files it
     session.mkdir(parents=True)
     log = session / "session.v4.jsonl"
     shutil.copyfile(V4_LOG, log)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
+from dsh_store.jsonl import layout
 from dsh_store.verify import collect_log_files, iter_log_files
 from tests.cli.conftest import SAMPLES, prepare_corpus_file, record_session, write_header
 
@@ -23,8 +24,13 @@ Invoke = Callable[..., Result]
 
 def _migrated_session(tmp_path: Path) -> Path:
     """A session directory holding ``session.v2.jsonl`` and the ``session.v4.jsonl`` of it."""
-    directory = tmp_path / "store" / "_no-cwd" / "feedback"
-    prepare_corpus_file(SAMPLES / "feedback-command.v2.jsonl", directory / "session.v2.jsonl")
+    staged = tmp_path / "staged.v2.jsonl"
+    prepare_corpus_file(SAMPLES / "feedback-command.v2.jsonl", staged)
+    header = json.loads(staged.read_bytes().partition(b"\n")[0])
+    # Filed where its header's id and cwd derive, as a store keeps it.
+    directory = layout.session_dir(tmp_path / "store", header["id"], header.get("cwd"))
+    directory.mkdir(parents=True)
+    staged.rename(directory / "session.v2.jsonl")
     write_header(directory / "session.jsonl", 0, session_id="older")
     return directory
 

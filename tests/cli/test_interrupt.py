@@ -88,6 +88,7 @@ def _old_store(root: Path, sessions: int) -> dict[Path, bytes]:
         header, _, body = fixture.read_bytes().partition(b"\n")
         row = json.loads(header)
         row["id"] = session_id
+        row.pop("cwd", None)  # filed in _no-cwd: its header names no cwd
         data = json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" + body
         log = root / "_no-cwd" / session_id / fixture.name
         log.parent.mkdir(parents=True)

@@ -19,10 +19,12 @@ Invoke = Callable[..., Result]
 
 
 def _file_as(log: Path, session_id: str) -> None:
-    """Give the log at ``log`` the header id ``session_id`` (its session directory's name)."""
+    """Give the log at ``log`` the header id ``session_id`` (its session directory's name)
+    and the cwd ``/p`` (its project directory ``--p--``), so that it is filed in its place."""
     header, _, body = log.read_bytes().partition(b"\n")
     row = json.loads(header)
     row["id"] = session_id
+    row["cwd"] = "/p"
     log.write_bytes(
         json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" + body
     )
@@ -40,6 +42,7 @@ def old_store(tmp_path: Path) -> Path:
         prepare_corpus_file(SAMPLES / name, log)
         _file_as(log, f"s{version}")
     write_header(root / "--p--" / "now" / "session.v4.jsonl", 4, session_id="now")
+    _file_as(root / "--p--" / "now" / "session.v4.jsonl", "now")
     return root
 
 

@@ -286,6 +286,7 @@ def test_list_counts_events_as_verify_does_for_every_format(invoke: Invoke, tmp_
         header, rest = source.read_bytes().split(b"\n", 1)
         value = json.loads(header)
         value["id"] = fixture.name
+        value.pop("cwd", None)  # filed under _no-cwd, where such a header belongs
         target = root / "_no-cwd" / fixture.name / source.name
         target.parent.mkdir(parents=True)
         target.write_bytes(json.dumps(value).encode() + b"\n" + rest)
@@ -384,6 +385,7 @@ def _migration_inputs(base: Path) -> list[tuple[str, ...]]:
         header, rest = source.read_bytes().split(b"\n", 1)
         value = json.loads(header)
         value["id"] = fixture.name
+        value.pop("cwd", None)  # filed under _no-cwd, where such a header belongs
         target = root / "_no-cwd" / fixture.name / source.name
         target.parent.mkdir(parents=True)
         target.write_bytes(json.dumps(value).encode() + b"\n" + rest)
@@ -475,6 +477,7 @@ def test_the_hook_passes_a_store_migrated_the_documented_way(tmp_path: Path, hoo
         header, rest = source.read_bytes().split(b"\n", 1)
         value = json.loads(header)
         value["id"] = fixture.name
+        value.pop("cwd", None)  # filed under _no-cwd, where such a header belongs
         target = root / "_no-cwd" / fixture.name / source.name
         target.parent.mkdir(parents=True)
         target.write_bytes(json.dumps(value).encode() + b"\n" + rest)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import tracemalloc
@@ -230,7 +231,12 @@ def test_migrate_store_publishes_every_older_session(tmp_path: Path) -> None:
         (source,) = (VALID / name).glob("session*.jsonl")
         directory = root / "_no-cwd" / name
         directory.mkdir(parents=True)
-        shutil.copyfile(source, directory / source.name)
+        # Filed where its header says: the id is the directory's name, and it has no cwd.
+        header, _, body = source.read_bytes().partition(b"\n")
+        row = json.loads(header)
+        row["id"] = name
+        row.pop("cwd", None)
+        (directory / source.name).write_bytes(json.dumps(row).encode() + b"\n" + body)
     results = {r.source.parent.name: r for r in migrate_store(root)}
     assert {name: r.status for name, r in results.items()} == {
         "v0-basic": "migrated",

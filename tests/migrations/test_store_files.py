@@ -1,8 +1,9 @@
 """Store files versus loose files in ``dsh-store migrate`` (dsh_store.bulk).
 
-A generation file name alone does not make a store file: its directory must really be a
-session directory, ``<root>/<project dir>/<session dir>/``, named as the layout names
-them after the id in the file's header. Child evidence comes only from such a root.
+A generation file name alone does not make a store file: its directory must sit in a
+project directory of a root, ``<root>/<project dir>/<session dir>/``. A store file whose
+header's id and cwd derive another directory is misfiled: refused, never redirected.
+Child evidence comes only from a store root.
 """
 
 from __future__ import annotations
@@ -44,13 +45,11 @@ def test_a_generation_name_outside_a_session_directory_is_loose(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("project", "session", "header_id"),
     [
-        ("--p--", "other", "s"),  # the directory of another session
         ("p", "s", "s"),  # not a project directory name
         ("---p--", "s", "s"),  # a slug never starts with "-"
         ("----", "s", "s"),  # an empty slug is spelled "root"
         ("--a~00--", "s", "s"),  # a cut escape only at the 251-character cut
         ("--a b--", "s", "s"),  # a character project_key always escapes
-        ("--p--", "s", ""),  # no usable id
     ],
 )
 def test_a_misplaced_generation_file_is_loose(
@@ -202,3 +201,36 @@ def test_child_headers_and_store_root_together_are_refused(tmp_path: Path) -> No
     log = store_with_child(tmp_path / "root")
     with pytest.raises(ValueError, match="either child_headers or store_root"):
         migrate_file(log, dry_run=True, child_headers=(), store_root=tmp_path / "root")
+
+
+@pytest.mark.parametrize(
+    ("filed_as", "header_id", "cwd"),
+    [
+        ("other", "s", "/p"),  # the directory of another session
+        ("s", "s", "/elsewhere"),  # the right name under another project
+        ("s", "", "/p"),  # no usable id
+        ("x" * 300, "s", "/p"),  # a hashed directory name, another session's
+        ("s", "x" * 300, "/p"),  # a hashed id filed under a plain name
+    ],
+)
+def test_a_misfiled_store_file_is_refused_and_the_others_go_on(
+    tmp_path: Path, filed_as: str, header_id: str, cwd: str
+) -> None:
+    root = tmp_path / "root"
+    misfiled = header_log(
+        layout.session_dir(root, filed_as, "/p") / "session.v3.jsonl", 3, header_id, cwd=cwd
+    )
+    bound = header_log(layout.session_dir(root, "t", None) / "session.v3.jsonl", 3, "t")
+    assert store_root(misfiled) == root.resolve()  # in the store, by its place
+    for dry_run in (True, False):
+        by_path = {r.source: r for r in migrate_paths([root], dry_run=dry_run)}
+        assert by_path[misfiled].status == "refused"
+        reason = by_path[misfiled].reason
+        assert reason is not None and reason.startswith("identity-binding: the header names")
+        assert by_path[bound].status == ("would-migrate" if dry_run else "migrated")
+    # Named on its own it is still a store file: refused, not a usage error.
+    (alone,) = migrate_paths([misfiled])
+    assert alone.status == "refused"
+    (walked,) = [r for r in migrate_store(root) if r.source == misfiled]
+    assert walked.status == "refused" and walked.reason == by_path[misfiled].reason
+    assert sorted(p.name for p in misfiled.parent.iterdir()) == ["session.v3.jsonl"]

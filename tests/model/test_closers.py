@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_store.model import Session, SessionEvent, interrupted_closers
+from dsh_store.model.closers import TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT
 
 from .builders import new_session, open_step, restore, simple_turn, tool_turn_open, user
+
+# DSH's texts (dsh-session README, "Crash-repair result"), spelled out here so that a change
+# to the constants in the library cannot go unnoticed.
+NOT_STARTED_TEXT = (
+    "The tool call was interrupted before the Harness recorded it as started. Retry it if it is "
+    "still needed."
+)
+OUTCOME_UNKNOWN_TEXT = (
+    "The tool call was interrupted after it was recorded, but no result was durably recorded. "
+    "Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the "
+    "operation is read-only or idempotent; if it may have side effects, first verify external "
+    "state or ask the user. Do not retry blindly."
+)
 
 
 def lines(events: list[SessionEvent]) -> list[dict]:  # type: ignore[type-arg]
@@ -64,9 +85,7 @@ def test_exact_tool_result_closers() -> None:
                 "role": "tool",
                 "source": {"kind": "tool", "callId": "c1"},
                 "toolCallId": "c1",
-                "content": [
-                    {"type": "text", "text": unknown["data"]["message"]["content"][0]["text"]}
-                ],
+                "content": [{"type": "text", "text": OUTCOME_UNKNOWN_TEXT}],
                 "isError": True,
                 "id": "interrupted-tool-result-c1-5",
             },
@@ -75,7 +94,6 @@ def test_exact_tool_result_closers() -> None:
         "sourceEventSeqs": [4],
         "surfaceOp": "append",
     }
-    assert "outcome is unknown" in unknown["data"]["message"]["content"][0]["text"]
     assert list(unknown) == ["type", "seq", "time", "data", "sourceEventSeqs", "surfaceOp"]
     assert not_started["data"]["error"] == {
         "name": "ToolNotStartedError",
@@ -83,9 +101,7 @@ def test_exact_tool_result_closers() -> None:
     }
     assert not_started["data"]["message"]["id"] == "interrupted-tool-result-c2-6"
     assert "sourceEventSeqs" not in not_started
-    assert (
-        "before it was recorded as started" in not_started["data"]["message"]["content"][0]["text"]
-    )
+    assert not_started["data"]["message"]["content"] == [{"type": "text", "text": NOT_STARTED_TEXT}]
     assert step_end == {
         "type": "step/end",
         "seq": 7,
@@ -195,3 +211,33 @@ def test_closers_balance_any_valid_prefix_and_are_idempotent(actions: list[str])
     assert [e.seq for e in closers] == list(range(len(events), len(events) + len(closers)))
     assert all(e.time == (events[-1].time if events else 0) for e in closers)
     assert bool(closers) == (not session.is_balanced)
+
+
+def test_library_constants_are_the_pinned_texts() -> None:
+    assert TOOL_NOT_STARTED_TEXT == NOT_STARTED_TEXT
+    assert TOOL_OUTCOME_UNKNOWN_TEXT == OUTCOME_UNKNOWN_TEXT
+
+
+@pytest.mark.requires("upstream")
+def test_texts_are_the_ones_the_dsh_session_readme_fixes(tmp_path: Path) -> None:
+    """The released package's README, section "Crash-repair result", names both texts."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip("needs npm to fetch @deepseek-ai/dsh-session; npm is not on PATH")
+    packed = subprocess.run(
+        [npm, "pack", "@deepseek-ai/dsh-session@0.1.0-rc.8", "--pack-destination", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if packed.returncode != 0:
+        pytest.skip(f"npm pack failed (registry unreachable?): {packed.stderr.strip()[-200:]}")
+    (archive,) = tmp_path.glob("*.tgz")
+    with tarfile.open(archive) as bundle:
+        member = bundle.extractfile("package/README.md")
+        assert member is not None
+        readme = member.read().decode("utf-8")
+    section = readme[readme.index("### Crash-repair result") :]
+    said = re.findall(r"says `([^`]+)`", section[: section.index("#### Token effect")])
+    assert said == [TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT]

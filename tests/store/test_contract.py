@@ -20,6 +20,7 @@ from dsh_store.errors import (
     SessionNotFoundError,
 )
 from dsh_store.model import SessionEvent, interrupted_closers
+from dsh_store.model.closers import TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT
 from dsh_store.store import JsonlStore
 
 from .helpers import (
@@ -178,11 +179,11 @@ def test_closers_for_unstarted_and_unfinished_tool_calls(tmp_path: Path) -> None
     assert [e.type for e in closers] == ["tool/result", "tool/result", "step/end", "turn/end"]
     logged, never = closers[0].data, closers[1].data
     assert logged["error"] == {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
-    assert "outcome is unknown" in logged["message"]["content"][0]["text"]
+    assert logged["message"]["content"][0]["text"] == TOOL_OUTCOME_UNKNOWN_TEXT
     assert closers[0].source_event_seqs == (events[-1].seq,)
     assert logged["message"]["id"] == f"interrupted-tool-result-c-logged-{closers[0].seq}"
     assert never["error"] == {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
-    assert "before it was recorded as started" in never["message"]["content"][0]["text"]
+    assert never["message"]["content"][0]["text"] == TOOL_NOT_STARTED_TEXT
     assert closers[1].source_event_seqs is None
     assert never["message"]["isError"] is True
     assert closers[3].data["reason"] == {"kind": "interrupted"}
@@ -435,7 +436,7 @@ def test_a_log_filed_under_another_id_is_refused_before_any_repair(tmp_path: Pat
     for call in (store.load, store.open, store.inspect, lambda i: store.read_from(i, 0)):
         with pytest.raises(CorruptLogError, match="header names session 'a'") as caught:
             call("b")
-        assert caught.value.rule == "header-id-mismatch"
+        assert caught.value.rule == "identity-binding"
         assert caught.value.line == 1
     with pytest.raises(CorruptLogError, match="filed as session 'b'"):
         store.append("b", [_event("turn/start", 8, {"turn": 3})])

@@ -98,7 +98,8 @@ def test_a_first_publish_killed_after_its_link_leaves_a_temp_of_the_log(tmp_path
 
 
 def test_a_migration_killed_before_its_link_leaves_a_temp_of_its_source(tmp_path: Path) -> None:
-    session = tmp_path / "store" / layout.NO_CWD_DIR / "old"
+    # Filed where its header (id fixture-session, cwd /work/project) puts it.
+    session = layout.session_dir(tmp_path / "store", "fixture-session", "/work/project")
     session.mkdir(parents=True)
     source = session / "session.jsonl"
     shutil.copyfile(V0_FIXTURE, source)
