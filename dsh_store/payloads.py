@@ -275,24 +275,34 @@ class LlmFailure(TypedDict):
 
 
 class CompletedReason(TypedDict):
+    """The turn ran to its end."""
+
     kind: Literal["completed"]
 
 
 class AbortedReason(TypedDict):
+    """A cancellation request interrupted the live turn."""
+
     kind: Literal["aborted"]
     reason: CancelCause
 
 
 class BlockedReason(TypedDict):
+    """The turn was blocked."""
+
     kind: Literal["blocked"]
 
 
 class ErrorReason(TypedDict):
+    """The turn failed with a structured failure."""
+
     kind: Literal["error"]
     error: LlmFailure
 
 
 class MaxTokensReason(TypedDict):
+    """A step reached its output-token ceiling."""
+
     kind: Literal["max-tokens"]
 
 
