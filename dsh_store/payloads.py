@@ -2,12 +2,13 @@
 
 Every payload is a :class:`~typing.TypedDict`: at runtime it *is* the plain ``dict`` that
 ``append`` has always taken (no conversion, no cost), while a type checker knows its
-fields. ``Session.append``, ``LiveSession.append`` and ``AsyncLiveSession.append`` are
-overloaded on the event type literal, so ``mypy --strict`` reports a missing, misspelled or
-mistyped field of a core payload, or a payload passed with the wrong event type. Plain
-dicts keep working: a dict literal is checked against the payload type, a value typed
-``Any`` (``json.loads``) is accepted, and a variable typed ``dict[str, Any]`` is accepted
-when the event type is a ``str`` variable rather than a literal.
+fields. ``mypy --strict`` reports a misspelled or missing argument of a constructor and a
+wrong field of a value annotated with a payload type. ``Session.append``,
+``LiveSession.append`` and ``AsyncLiveSession.append`` are overloaded on the event type
+literal; with ``--enable-error-code deprecated`` mypy also reports a core event whose
+payload (a dict literal, or a value of the wrong payload type) or ``surface_op`` does not
+match its type. Plain dicts keep working: a value typed ``Any`` (``json.loads``) is
+accepted, and any payload is accepted when the event type is a ``str`` variable.
 
 The constructors build the payloads in DSH's key order, so a typical agent loop is written
 without one hand-built dict::

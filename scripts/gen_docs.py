@@ -387,16 +387,17 @@ Frozen dataclasses would need a `to_json` per append and a parse per read.
 
 `Session.append`, `LiveSession.append` and `AsyncLiveSession.append` are overloaded on the
 event type literal: `append("tool/call", data)` takes a `ToolCallData`, a surface type
-requires `surface_op` and a log-only core type refuses it. A dict literal is checked
-field by field against the payload type; a value typed `Any` is accepted. A call whose
-arguments match no typed signature selects an overload marked deprecated, so
-`mypy --enable-error-code deprecated` (or `enable_error_code = ["deprecated"]` in the mypy
-configuration) reports it and names the expected payload type; plain `mypy --strict`
-reports misspelled or missing arguments of the constructors and fields of an annotated
-`TypedDict` value. A variable typed `dict[str, Any]` passed with a core type literal is
-such a mismatch: annotate it with the payload type, or pass the type as a `str`. Any
-other event type (a `str` variable, log-only and `plugin:` types) takes any payload.
-Every payload is still validated when it is appended.
+requires `surface_op` and a log-only core type refuses it. A call with a core type literal
+whose arguments match no typed signature (a dict literal with a misspelled field, a
+payload of another type, a missing `surface_op`) selects an overload marked deprecated,
+so `mypy --enable-error-code deprecated` (or `enable_error_code = ["deprecated"]` in the
+mypy configuration) reports it and names the expected payload type. Plain `mypy --strict`
+reports misspelled or missing arguments of the constructors and wrong fields of a value
+annotated with a payload type. A variable typed `dict[str, Any]` passed with a core type
+literal counts as a mismatch: annotate it with the payload type, or pass the type as a
+`str`. A value typed `Any` is accepted, and so is any payload of any other event type (a
+`str` variable, log-only and `plugin:` types). Every payload is still validated when it
+is appended.
 
 Constructors build the common payloads in DSH's key order: `turn_start`, `turn_end`,
 `step_start`, `step_end`, `request_header` (with `tool_schema`), `system_message`,
