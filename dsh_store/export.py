@@ -152,6 +152,14 @@ class _Walker:
             if len(text) > _NOTE_LIMIT:
                 text = text[:_NOTE_LIMIT] + " …"
             self.out.note(seq, event_type, text)
+        op = event.get("surfaceOp")
+        if isinstance(op, dict) and op.get("op") == "replace":
+            self.out.note(
+                seq,
+                "surface",
+                f"this message replaces the messages from seq {op.get('startSeq')} through "
+                f"seq {op.get('endSeq')} in what the model sees",
+            )
 
     def finish(self) -> None:
         if self.open_step is not None:

@@ -762,8 +762,11 @@ class AssistantStream:
 
     @property
     def records(self) -> list[StreamRecord]:
-        """The stream records so far (a fresh list; the records are shared)."""
-        records: list[Any] = list(self._builder.records)
+        """A copy of the stream records so far (later deltas do not change it)."""
+        records: list[Any] = [
+            {key: list(value) if type(value) is list else value for key, value in record.items()}
+            for record in self._builder.records
+        ]
         return records
 
     def text(self, delta: str, *, index: int, time: int) -> None:

@@ -454,3 +454,8 @@ def test_chromium_renders_the_page_without_running_anything(tmp_path: Path) -> N
     ] * 3
     assert HOSTILE in "".join(parser.text)
     shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_a_surface_replacement_is_noted() -> None:
+    page = _render(REPO / "fixtures" / "valid" / "v2-replacement" / "expected.v4.jsonl", "markdown")
+    assert "replaces the messages from seq" in page

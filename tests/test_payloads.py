@@ -113,7 +113,6 @@ def _every_constructor() -> list[tuple[str, Any, dict[str, Any]]]:
             ),
             {"op": True},
         ),
-        ("tool/result", tool_result(1, 1, "call-3", "refused", is_error=True), {"op": True}),
         ("step/end", step_end(1, 1), {}),
         ("turn/end", turn_end(1), {}),
         ("turn/start", turn_start(2), {}),
@@ -137,8 +136,6 @@ def _every_constructor() -> list[tuple[str, Any, dict[str, Any]]]:
 def _append_all(live: Any) -> list[tuple[str, Any]]:
     appended = []
     for event_type, data, options in _every_constructor():
-        if event_type == "tool/result" and data["message"]["toolCallId"] == "call-3":
-            continue  # call-3 was never requested; shown separately below
         live.append(event_type, data, surface_op="append" if options else None)
         appended.append((event_type, data))
     return appended
@@ -247,6 +244,15 @@ def test_the_stream_builder_is_compact_and_expands_to_the_exact_chunks() -> None
             "arguments": '{"command": "find . | wc -l"}',
         },
     ]
+
+
+def test_the_records_handed_out_are_a_copy() -> None:
+    stream = AssistantStream()
+    stream.text("a", index=0, time=1)
+    records: list[Any] = stream.records
+    stream.text("b", index=0, time=2)  # extends the same run
+    assert records == [{"type": "text-chunks", "time0": 1, "index": 0, "dt": [], "texts": ["a"]}]
+    assert orjson.loads(orjson.dumps(stream.records))[0]["texts"] == ["a", "b"]
 
 
 def test_the_default_stream_is_one_delta_per_streamed_block() -> None:
