@@ -558,9 +558,10 @@ def cli_reference_markdown() -> str:
     """The text of ``docs/cli-reference.md``."""
     from dsh_store.cli import main
 
-    root = click.Context(
-        main, info_name="dsh-store", terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH
-    )
+    # make_context (not a bare Context) applies the group's context_settings, such as
+    # its -h alias, as a real run does; resilient parsing invokes nothing.
+    widths: dict[str, Any] = {"terminal_width": HELP_WIDTH, "max_content_width": HELP_WIDTH}
+    root = main.make_context("dsh-store", [], resilient_parsing=True, **widths)
     out = [
         CLI_PREAMBLE.format(width=HELP_WIDTH),
         "## dsh-store",
@@ -574,13 +575,7 @@ def cli_reference_markdown() -> str:
     for name in main.list_commands(root):
         command = main.get_command(root, name)
         assert command is not None
-        context = click.Context(
-            command,
-            info_name=name,
-            parent=root,
-            terminal_width=HELP_WIDTH,
-            max_content_width=HELP_WIDTH,
-        )
+        context = command.make_context(name, [], parent=root, resilient_parsing=True, **widths)
         out += [f"## dsh-store {name}", "", "```", command.get_help(context), "```", ""]
     return "\n".join(out).rstrip() + "\n"
 
