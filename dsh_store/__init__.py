@@ -28,29 +28,34 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .inspection import Inspection
-    from .migrate import MigrationResult, migrate_file, migrate_store, upgrade
-    from .model import (
-        SESSION_FORMAT_VERSION,
-        Session,
-        SessionEvent,
-        SessionHeader,
-        build_fork_seed,
-        fold_request_header,
-        fold_surface,
-        interrupted_closers,
-    )
-    from .restore import FileReport, classify, examine, read_log
-    from .store import (
-        AsyncLiveSession,
-        JsonlStore,
-        LiveSession,
-        RepairPlan,
-        SalvagePlan,
-        repair_file,
-        salvage_file,
-    )
-    from .verify import verify_path
+    # `X as X`: an explicit re-export, which a user's `mypy --strict` requires (it does
+    # not evaluate the computed __all__ below).
+    from .inspection import Inspection as Inspection
+    from .migrate import MigrationResult as MigrationResult
+    from .migrate import migrate_file as migrate_file
+    from .migrate import migrate_store as migrate_store
+    from .migrate import upgrade as upgrade
+    from .model import SESSION_FORMAT_VERSION as SESSION_FORMAT_VERSION
+    from .model import Session as Session
+    from .model import SessionEvent as SessionEvent
+    from .model import SessionHeader as SessionHeader
+    from .model import build_fork_seed as build_fork_seed
+    from .model import fold_request_header as fold_request_header
+    from .model import fold_surface as fold_surface
+    from .model import interrupted_closers as interrupted_closers
+    from .payloads import *  # noqa: F403
+    from .restore import FileReport as FileReport
+    from .restore import classify as classify
+    from .restore import examine as examine
+    from .restore import read_log as read_log
+    from .store import AsyncLiveSession as AsyncLiveSession
+    from .store import JsonlStore as JsonlStore
+    from .store import LiveSession as LiveSession
+    from .store import RepairPlan as RepairPlan
+    from .store import SalvagePlan as SalvagePlan
+    from .store import repair_file as repair_file
+    from .store import salvage_file as salvage_file
+    from .verify import verify_path as verify_path
 
 __version__ = "0.1.0"
 
@@ -82,6 +87,73 @@ _LAZY: dict[str, str] = {
     "migrate_store": ".migrate",
     "upgrade": ".migrate",
 }
+# The typed payloads and their constructors (dsh_store.payloads.__all__).
+_PAYLOAD_NAMES: tuple[str, ...] = (
+    "PAYLOAD_TYPES",
+    "AbortedReason",
+    "AssistantAttemptData",
+    "AssistantMessage",
+    "AssistantMessageData",
+    "AssistantStream",
+    "BlockedReason",
+    "CancelCause",
+    "CompletedReason",
+    "ContentBlock",
+    "DeveloperMessage",
+    "DeveloperMessageData",
+    "EndSeedData",
+    "EpochHeader",
+    "ErrorReason",
+    "ForkedReason",
+    "ImageBlock",
+    "InterruptedReason",
+    "JsonObject",
+    "JsonValue",
+    "LlmCallConfig",
+    "LlmFailure",
+    "MaxTokensReason",
+    "ModelSource",
+    "RawChunkRecord",
+    "ReasoningBlock",
+    "RequestContextData",
+    "RequestHeaderData",
+    "RequestHeaderReason",
+    "StepData",
+    "StreamRecord",
+    "SystemMessage",
+    "SystemMessageData",
+    "TextBlock",
+    "TextChunksRecord",
+    "TokenUsage",
+    "ToolCallBlock",
+    "ToolCallChunksRecord",
+    "ToolCallData",
+    "ToolFailure",
+    "ToolResultData",
+    "ToolResultMessage",
+    "ToolSchema",
+    "ToolSource",
+    "TurnEndData",
+    "TurnEndReason",
+    "TurnStartData",
+    "UserMessage",
+    "assistant_message",
+    "reasoning_block",
+    "request_header",
+    "step_end",
+    "step_start",
+    "system_message",
+    "text_block",
+    "tool_call",
+    "tool_call_block",
+    "tool_failure",
+    "tool_result",
+    "tool_schema",
+    "turn_end",
+    "turn_start",
+    "user_message",
+)
+_LAZY.update(dict.fromkeys(_PAYLOAD_NAMES, ".payloads"))
 
 __all__ = [
     "ConcurrentModificationError",

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._typed_append import typed_append
 from .errors import EventValidationError, WriterBrokenError
 from .jsonl.files import LogWriter, make_dirs, materialize
 from .jsonl.lock import SessionLock
@@ -200,6 +201,7 @@ class LiveSession(_LiveViews):
         for event in handle.pending_events():
             self._queue.put(event.seq, event.line)
 
+    @typed_append
     def append(
         self,
         type: str,
@@ -323,6 +325,7 @@ class AsyncLiveSession(_LiveViews):
             for event in self._handle.pending_events():
                 self._queue.put(event.seq, event.line)
 
+    @typed_append
     async def append(
         self,
         type: str,

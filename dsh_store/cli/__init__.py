@@ -34,6 +34,7 @@ _COMMANDS: Mapping[str, tuple[str, str]] = {
     "list": ("listing", "list_sessions"),
     "cat": ("cat", "cat"),
     "demo": ("demo", "demo"),
+    "export": ("export", "export"),
 }
 
 

@@ -9,6 +9,7 @@ from typing import Any, Final, NamedTuple, NoReturn
 
 import orjson
 
+from .._typed_append import typed_append
 from ..jsonvalue import MAX_SAFE_INTEGER
 from ._checks import fail, is_count
 from .events import (
@@ -406,6 +407,7 @@ class Session:
 
     # -- appends --------------------------------------------------------------------------
 
+    @typed_append
     def append(
         self,
         type: str,

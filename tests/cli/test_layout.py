@@ -21,9 +21,10 @@ COMMAND_MODULES = {
     "list": "listing",
     "cat": "cat",
     "demo": "demo",
+    "export": "export",
 }
 # Library modules a verify run has no use for; they load only inside their commands.
-OTHER_LIBRARY_MODULES = ("bulk", "summary", "demo", "store", "migrate")
+OTHER_LIBRARY_MODULES = ("bulk", "summary", "demo", "store", "migrate", "export")
 
 
 def _loaded_after(code: str) -> set[str]:

@@ -25,7 +25,7 @@ def live() -> Session:
 def expect(session: Session, rule: str, text: str, *args: object, **kwargs: object) -> None:
     before = session.surface
     with pytest.raises(EventValidationError) as caught:
-        session.append(*args, **kwargs)  # type: ignore[arg-type]
+        session.append(*args, **kwargs)  # type: ignore[call-overload]
     assert caught.value.rule == rule, caught.value
     assert text in str(caught.value)
     assert session.surface == before

@@ -1,0 +1,60 @@
+"""``dsh-store export``: a session as a readable transcript (Markdown or HTML)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+from ._common import existing, guarded, one_log
+
+if TYPE_CHECKING:
+    from ..export import ExportFormat
+
+
+@click.command()
+@click.argument("path", type=click.Path(readable=False), callback=existing)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["markdown", "html"]),
+    default="markdown",
+    show_default=True,
+    help="Markdown, or one self-contained HTML page (inline CSS, no scripts, no network).",
+)
+@click.option(
+    "--output",
+    "-o",
+    default="-",
+    show_default=True,
+    help="File to write (replaced atomically once complete); - is stdout.",
+)
+@guarded
+def export(path: str, output_format: str, output: str) -> None:
+    """Render a session as the conversation a person reads.
+
+    PATH is a .jsonl file of any format version or a session directory (its newest
+    generation is read). Turns, messages, reasoning (collapsed), tool calls with their
+    arguments and results, errors, interruptions, the closers a restore or fork wrote and
+    the fork point are shown; everything from the log is escaped. The log is read and the
+    transcript written event by event, so memory stays small on any log size.
+
+    \b
+    Examples:
+      dsh-store export session.v4.jsonl > transcript.md
+      dsh-store export ~/.dsh/sessions/_no-cwd/s1 --format html -o s1.html
+    """
+    from ..export import export_file, export_transcript
+
+    log = one_log(path)
+    fmt: ExportFormat = "html" if output_format == "html" else "markdown"
+    if output == "-":
+        out = sys.stdout
+        try:
+            export_transcript(log, out.write, format=fmt)
+        finally:
+            out.flush()  # what was rendered before a defect stays printed
+        return
+    summary = export_file(log, output, format=fmt)
+    click.echo(f"wrote {output}: {summary.events} events, {summary.turns} turns", err=True)
