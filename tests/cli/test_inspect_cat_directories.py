@@ -16,7 +16,7 @@ import pytest
 from click.testing import Result
 
 from dsh_store.verify import collect_log_files, iter_log_files
-from tests.cli.conftest import SAMPLES, prepare_corpus_file, record_session, write_header
+from tests.cli.conftest import V2_LOG, record_session, write_header
 
 Invoke = Callable[..., Result]
 
@@ -24,7 +24,8 @@ Invoke = Callable[..., Result]
 def _migrated_session(tmp_path: Path) -> Path:
     """A session directory holding ``session.v2.jsonl`` and the ``session.v4.jsonl`` of it."""
     directory = tmp_path / "store" / "_no-cwd" / "feedback"
-    prepare_corpus_file(SAMPLES / "feedback-command.v2.jsonl", directory / "session.v2.jsonl")
+    directory.mkdir(parents=True)
+    shutil.copyfile(V2_LOG, directory / "session.v2.jsonl")
     write_header(directory / "session.jsonl", 0, session_id="older")
     return directory
 
