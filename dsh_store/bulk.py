@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .errors import DshStoreError
+from .errors import DshStoreError, MigrationOptionsError
 from .jsonl import layout
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner, header_version
@@ -35,10 +35,6 @@ __all__ = [
     "salvage_path",
     "store_root",
 ]
-
-
-class MigrationOptionsError(ValueError):
-    """The migration options do not fit the files given (a usage error, nothing written)."""
 
 
 def is_store_file(path: str | os.PathLike[str]) -> bool:
@@ -184,7 +180,9 @@ def migrate_paths(
         location = None if output is not None else _store_location(file)
         loose = location is None
         if loose and output is None and not in_place and not dry_run and _needs_upgrade(file):
-            raise MigrationOptionsError(f"{file} is a loose file: pass --output OUT or --in-place")
+            raise MigrationOptionsError(
+                f"{file} is a loose file: pass --output OUT or --in-place", path=str(file)
+            )
         requests.append(
             MigrationRequest(
                 file,

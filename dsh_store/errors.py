@@ -20,12 +20,16 @@ __all__ = [
     "AmbiguousSessionError",
     "ConcurrentModificationError",
     "CorruptLogError",
+    "DemoRootError",
     "DshStoreError",
     "EventValidationError",
     "InvalidSessionIdError",
     "LosslessJsonError",
+    "MigrationOptionsError",
     "MigrationRefusedError",
     "NeedsMigrationError",
+    "NoLogsError",
+    "NotASessionDirectoryError",
     "NotASessionError",
     "SalvageRefusedError",
     "SessionExistsError",
@@ -456,3 +460,57 @@ class SalvageRefusedError(DshStoreError):
         super().__init__(
             f"{path}: cannot salvage: {detail}", path=path, detail=detail, rule=rule, stop=stop
         )
+
+
+class NoLogsError(DshStoreError):
+    """A PATH argument holds no session log at all (a typo, or the wrong directory)."""
+
+    path: str
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path}: no .jsonl session logs found (pass a store root, a session directory "
+            "or a .jsonl file)",
+            path=path,
+        )
+
+
+class NotASessionDirectoryError(DshStoreError):
+    """A directory given where one log is read holds no log of its own session."""
+
+    path: str
+    reason: str
+    instead: str
+
+    def __init__(self, path: str, reason: str, instead: str) -> None:
+        super().__init__(
+            f"{path}: not a session directory: {reason}; {instead}",
+            path=path,
+            reason=reason,
+            instead=instead,
+        )
+
+
+class DemoRootError(DshStoreError):
+    """The directory given to work in exists and is not empty (the demo never reuses one)."""
+
+    path: str
+    reason: str
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"{path}: {reason}; pass a new or empty directory as --root", path=path, reason=reason
+        )
+
+
+class MigrationOptionsError(DshStoreError, ValueError):
+    """The migration options do not fit the files given (a usage error, nothing written).
+
+    Still a :class:`ValueError`, as it always was. ``path`` names the file the options do
+    not fit, when one does.
+    """
+
+    path: str | None
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message, path=path)

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, TypeVar
 
-from .errors import DshStoreError
+from .errors import DshStoreError, NoLogsError
 from .jsonl import layout
 from .jsonl.rows import Finding
 from .restore import FileReport, examine
@@ -68,17 +68,6 @@ R = TypeVar("R")
 
 Progress = Callable[[Iterable[R], int], Iterable[R]]
 """Wraps the stream of per-file results (and knows their count), e.g. for a progress bar."""
-
-
-class NoLogsError(DshStoreError):
-    """A PATH argument holds no session log at all (a typo, or the wrong directory)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        super().__init__(
-            f"{path}: no .jsonl session logs found (pass a store root, a session directory "
-            "or a .jsonl file)"
-        )
 
 
 def iter_log_files(
