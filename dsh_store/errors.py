@@ -23,6 +23,7 @@ __all__ = [
     "DemoRootError",
     "DshStoreError",
     "EventValidationError",
+    "ForkedSessionError",
     "InvalidSessionIdError",
     "LosslessJsonError",
     "MigrationOptionsError",
@@ -514,3 +515,27 @@ class MigrationOptionsError(DshStoreError, ValueError):
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message, path=path)
+
+
+class ForkedSessionError(DshStoreError):
+    """A live session was used in a process forked from the one that opened it.
+
+    Its writer, seqs and lock belong to the opening process; the child's copy refuses
+    every ``append``, ``flush`` and ``close`` at once and leaves the parent's file and lock
+    alone. ``owner_pid`` opened the session, ``pid`` is the process that tried to use it.
+    """
+
+    session_id: str
+    owner_pid: int
+    pid: int
+
+    def __init__(self, session_id: str, owner_pid: int, pid: int) -> None:
+        super().__init__(
+            f"session {session_id!r} was opened by process {owner_pid} and cannot be used in "
+            f"process {pid}, a fork of it: its writer, seqs and lock stay with the parent, which "
+            "is unaffected — hand events to the parent, or open the session in this process "
+            "once the parent has closed it",
+            session_id=session_id,
+            owner_pid=owner_pid,
+            pid=pid,
+        )

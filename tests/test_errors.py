@@ -82,6 +82,8 @@ FACT_VALUES: dict[str, object] = {
     "cause": OSError(errno.EACCES, "Permission denied"),
     "operation": "open",
     "instead": "pass a session directory",
+    "owner_pid": 4100,
+    "pid": 4101,
     "logs": ["/root/a/abc/session.v4.jsonl", "/root/b/abc/session.v4.jsonl"],
     "stop": Finding("unparsable-line", "not JSON", 2, 120),
 }
