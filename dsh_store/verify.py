@@ -348,6 +348,8 @@ def leftover_temp_finding(
     """The ``leftover-temp`` finding for one temp (no line, offset or seq)."""
     age = (time.time() if now is None else now) - temp.mtime
     name = os.path.basename(temp.path)
+    if layout.is_repair_partial(name):
+        return Finding("leftover-temp", _partial_message(name, temp, age, grace_s))
     if temp.linked:
         message = (
             f"{name}: a second name of this log ({temp.size} bytes, no space of its "
@@ -374,6 +376,8 @@ def orphan_temp_finding(
     age = (time.time() if now is None else now) - temp.mtime
     name = os.path.basename(temp.path)
     final = layout.temp_final_name(name) or name
+    if layout.is_repair_partial(name):
+        return Finding("leftover-temp", _partial_message(name, temp, age, grace_s))
     if age >= grace_s:
         tail = "dsh-store repair deletes it"
     else:
@@ -386,6 +390,21 @@ def orphan_temp_finding(
         f"its link; {final} was never created and nothing in the temp was acknowledged; {tail}"
     )
     return Finding("leftover-temp", message)
+
+
+def _partial_message(name: str, temp: LeftoverTemp, age: float, grace_s: float) -> str:
+    """A repair's scratch copy of a torn tail: its bytes are in the log or in the sidecar."""
+    if age >= grace_s:
+        tail = "dsh-store repair deletes it"
+    else:
+        tail = (
+            f"perhaps a repair still running; dsh-store repair deletes it once it is "
+            f"{_age(grace_s)} old"
+        )
+    return (
+        f"{name}: {temp.size} bytes left {_age(age)} ago by a repair stopped while saving a "
+        f"torn tail (those bytes are still in the log, or already in its sidecar); {tail}"
+    )
 
 
 class VerifyResult(NamedTuple):
