@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from .errors import EventValidationError, ForkedSessionError, WriterBrokenError
-from .jsonl.files import LogWriter, make_dirs, materialize
+from .jsonl.files import LogWriter, make_dirs, materialize, storage_errors
 from .jsonl.lock import SessionLock
 from .jsonl.writebehind import AsyncWriteBehind, ThreadWriteBehind
 from .model import EventInput, Session, SessionEvent
@@ -84,21 +84,22 @@ class _Handle:
                     seq=first_seq,
                     path=str(self.path),
                 )
-            # A killed earlier attempt may have made some of these directories without
-            # fsyncing their parents: make every name from the root down durable.
-            make_dirs(self.path.parent, durable_below=self.root)
-            lock = SessionLock(self.path.parent, self.session.id)
-            lock.acquire()
-            try:
-                self.writer = materialize(
-                    self.path,
-                    self.session.header.encode(),
-                    list(lines),
-                    session_id=self.session.id,
-                )
-            except BaseException:
-                lock.release()
-                raise
+            with storage_errors("creating the session's log", self.path):
+                # A killed earlier attempt may have made some of these directories without
+                # fsyncing their parents: make every name from the root down durable.
+                make_dirs(self.path.parent, durable_below=self.root)
+                lock = SessionLock(self.path.parent, self.session.id)
+                lock.acquire()
+                try:
+                    self.writer = materialize(
+                        self.path,
+                        self.session.header.encode(),
+                        list(lines),
+                        session_id=self.session.id,
+                    )
+                except BaseException:
+                    lock.release()
+                    raise
             self.lock = lock
             return
         self.writer.append(lines, first_seq, last_seq)
