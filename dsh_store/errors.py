@@ -323,13 +323,30 @@ class SessionNotFoundError(DshStoreError, KeyError):
 
 
 class SessionExistsError(DshStoreError):
-    """A session with this id already exists; ``new`` never overwrites."""
+    """A session with this id already exists; ``new`` never overwrites.
 
-    def __init__(self, session_id: str, path: str) -> None:
+    ``empty`` is True when the existing log is a 0-byte file: it holds nothing, and
+    ``dsh-store repair`` removes it.
+    """
+
+    session_id: str
+    path: str
+    empty: bool
+
+    def __init__(self, session_id: str, path: str, *, empty: bool = False) -> None:
+        if empty:
+            advice = (
+                " as an empty file (0 bytes: no header, nothing was ever committed to it); "
+                f"`dsh-store repair {path}` removes it (once it is 10 minutes old), then create "
+                "the session again"
+            )
+        else:
+            advice = "; open it instead of creating it"
         super().__init__(
-            f"session {session_id!r} already exists at {path}; open it instead of creating it",
+            f"session {session_id!r} already exists at {path}{advice}",
             session_id=session_id,
             path=path,
+            empty=empty,
         )
 
 

@@ -346,7 +346,7 @@ class JsonlStore:
         """The handle of a new session; nothing touches disk until its first write."""
         existing = self._find(session_id)
         if existing is not None:
-            raise SessionExistsError(session_id, str(existing))
+            raise SessionExistsError(session_id, str(existing), empty=_is_empty(existing))
         header = SessionHeader(
             id=session_id,
             created_at=self._clock(),
@@ -530,6 +530,15 @@ class JsonlStore:
                 path, header.encode(), [event.line for event in seed], session_id=child
             ).close()
         return child
+
+
+def _is_empty(path: Path) -> bool:
+    """A 0-byte regular file (a log that never got its header)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
 
 
 def _listing(directory: Path) -> builtins.list[Path]:

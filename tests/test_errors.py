@@ -83,6 +83,7 @@ FACT_VALUES: dict[str, object] = {
     "operation": "open",
     "instead": "pass a session directory",
     "owner_pid": 4100,
+    "empty": True,
     "pid": 4101,
     "logs": ["/root/a/abc/session.v4.jsonl", "/root/b/abc/session.v4.jsonl"],
     "stop": Finding("unparsable-line", "not JSON", 2, 120),

@@ -140,6 +140,9 @@ def _repair_text(result: dict[str, Any]) -> str:
         )
     if result["closers"]:
         lines.append(f"  append closers: {', '.join(result['closers'])}")
+    if result["classification"] == "empty" and status != "clean":
+        removed = "removed" if status == "repaired" else "remove"
+        lines.append(f"  {removed} the empty log (0 bytes: no header, nothing acknowledged)")
     delete = "deleted" if status == "repaired" else "delete"
     lines.extend(f"  {delete} leftover temp {temp}" for temp in result["deletedTemps"])
     lines.extend(
