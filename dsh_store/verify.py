@@ -376,8 +376,6 @@ def orphan_temp_finding(
     age = (time.time() if now is None else now) - temp.mtime
     name = os.path.basename(temp.path)
     final = layout.temp_final_name(name) or name
-    if layout.is_repair_partial(name):
-        return Finding("leftover-temp", _partial_message(name, temp, age, grace_s))
     if age >= grace_s:
         tail = "dsh-store repair deletes it"
     else:
@@ -385,10 +383,17 @@ def orphan_temp_finding(
             "perhaps still being written; dsh-store repair deletes it once it is "
             f"{_age(grace_s)} old"
         )
-    message = (
-        f"{name}: {temp.size} bytes left {_age(age)} ago by a publish of {final} killed before "
-        f"its link; {final} was never created and nothing in the temp was acknowledged; {tail}"
-    )
+    if layout.is_repair_partial(name):
+        message = (
+            f"{name}: {temp.size} bytes left {_age(age)} ago by a repair of {final} stopped "
+            f"while saving a torn tail; {final} no longer exists; {tail}"
+        )
+    else:
+        message = (
+            f"{name}: {temp.size} bytes left {_age(age)} ago by a publish of {final} killed "
+            f"before its link; {final} was never created and nothing in the temp was "
+            f"acknowledged; {tail}"
+        )
     return Finding("leftover-temp", message)
 
 

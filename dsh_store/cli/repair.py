@@ -119,6 +119,15 @@ def _repair_text(result: dict[str, Any]) -> str:
         return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
     if result["classification"] is None:  # an orphan publish temp: no log of its own
         verb = {"repaired": "deleted", "would-repair": "would delete"}.get(status)
+        from ..jsonl.layout import is_repair_partial
+
+        if is_repair_partial(os.path.basename(result["path"])):
+            if verb is None:
+                return f"{result['path']}: kept recent repair scratch copy (deleted at 10 min old)"
+            return (
+                f"{result['path']}: {style(verb, fg='green')} repair scratch copy (a torn "
+                "tail's copy; its log is gone)"
+            )
         if verb is None:
             return (
                 f"{result['path']}: kept recent orphan temp (a first publish may still be "

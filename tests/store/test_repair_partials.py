@@ -12,14 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from dsh_store.bulk import repair_paths
+from dsh_store.cli import main
 from dsh_store.errors import SessionLockedError
 from dsh_store.jsonl import layout
 from dsh_store.jsonl.repair import sidecar_path
 from dsh_store.repair import TEMP_GRACE_S, repair_file
 from dsh_store.store import JsonlStore
-from dsh_store.verify import counts_as_failure, verify_paths
+from dsh_store.verify import counts_as_failure, orphan_temp_finding, verify_paths, verify_tree
 from tests.cli.conftest import record_session
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,8 +104,18 @@ def test_an_orphan_partial_is_reported_and_deleted(tmp_path: Path) -> None:
     directory.mkdir()
     partial = directory / "gone.jsonl.torn-40.partial"
     partial.write_bytes(b"x" * 7)
-    os.utime(partial, (time.time() - HOUR, time.time() - HOUR))
+    os.utime(partial, (time.time() - 2 * HOUR, time.time() - 2 * HOUR))
     (other := directory / "other.jsonl").write_bytes(b"")
+    (orphan,) = verify_tree([directory]).orphans
+    assert orphan.path == str(partial)
+    assert orphan_temp_finding(orphan).message == (
+        f"{partial.name}: 7 bytes left 2 h ago by a repair of gone.jsonl stopped while saving a "
+        "torn tail; gone.jsonl no longer exists; dsh-store repair deletes it"
+    )
+    shown = CliRunner().invoke(main, ["repair", str(directory), "--dry-run"])
+    assert f"{partial}: would delete repair scratch copy (a torn tail's copy; its log is gone)" in (
+        shown.stdout.splitlines()
+    )
     results = repair_paths([directory], dry_run=True)
     assert any(r["path"] == str(partial) and r["status"] == "would-repair" for r in results)
     repair_paths([directory])
