@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .errors import DshStoreError
+from .errors import DshStoreError, MigrationOptionsError
 from .jsonl import layout
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner, header_version
@@ -35,10 +35,6 @@ __all__ = [
     "salvage_path",
     "store_root",
 ]
-
-
-class MigrationOptionsError(ValueError):
-    """The migration options do not fit the files given (a usage error, nothing written)."""
 
 
 def is_store_file(path: str | os.PathLike[str]) -> bool:
@@ -166,7 +162,9 @@ def migrate_paths(
         loose = location is None
         # A dry run refuses what the real run refuses: it reports exactly that run.
         if loose and output is None and not in_place and _needs_upgrade(file):
-            raise MigrationOptionsError(f"{file} is a loose file: pass --output OUT or --in-place")
+            raise MigrationOptionsError(
+                f"{file} is a loose file: pass --output OUT or --in-place", path=str(file)
+            )
         if explicit is not None:
             evidence = children.of(explicit, _header_of(file)) if _needs_upgrade(file) else None
         else:

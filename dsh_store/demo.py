@@ -26,20 +26,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import DshStoreError
+from .errors import DemoRootError, DshStoreError
 
 __all__ = ["DemoRootError", "record_session", "run_demo"]
 
 SESSION_ID = "demo-session"
 READY = "READY"
-
-
-class DemoRootError(DshStoreError):
-    """The directory given to work in exists and is not empty (the demo never reuses one)."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        super().__init__(f"{path}: {reason}; pass a new or empty directory as --root")
 
 
 def _require_new_or_empty(base: Path) -> None:

@@ -20,12 +20,17 @@ __all__ = [
     "AmbiguousSessionError",
     "ConcurrentModificationError",
     "CorruptLogError",
+    "DemoRootError",
     "DshStoreError",
     "EventValidationError",
+    "ForkedSessionError",
     "InvalidSessionIdError",
     "LosslessJsonError",
+    "MigrationOptionsError",
     "MigrationRefusedError",
     "NeedsMigrationError",
+    "NoLogsError",
+    "NotASessionDirectoryError",
     "NotASessionError",
     "SalvageRefusedError",
     "SessionExistsError",
@@ -318,13 +323,30 @@ class SessionNotFoundError(DshStoreError, KeyError):
 
 
 class SessionExistsError(DshStoreError):
-    """A session with this id already exists; ``new`` never overwrites."""
+    """A session with this id already exists; ``new`` never overwrites.
 
-    def __init__(self, session_id: str, path: str) -> None:
+    ``empty`` is True when the existing log is a 0-byte file: it holds nothing, and
+    ``dsh-store repair`` removes it.
+    """
+
+    session_id: str
+    path: str
+    empty: bool
+
+    def __init__(self, session_id: str, path: str, *, empty: bool = False) -> None:
+        if empty:
+            advice = (
+                " as an empty file (0 bytes: no header, nothing was ever committed to it); "
+                f"`dsh-store repair {path}` removes it (once it is 10 minutes old), then create "
+                "the session again"
+            )
+        else:
+            advice = "; open it instead of creating it"
         super().__init__(
-            f"session {session_id!r} already exists at {path}; open it instead of creating it",
+            f"session {session_id!r} already exists at {path}{advice}",
             session_id=session_id,
             path=path,
+            empty=empty,
         )
 
 
@@ -455,4 +477,82 @@ class SalvageRefusedError(DshStoreError):
     def __init__(self, path: str, detail: str, *, rule: str, stop: Finding | None = None) -> None:
         super().__init__(
             f"{path}: cannot salvage: {detail}", path=path, detail=detail, rule=rule, stop=stop
+        )
+
+
+class NoLogsError(DshStoreError):
+    """A PATH argument holds no session log at all (a typo, or the wrong directory)."""
+
+    path: str
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path}: no .jsonl session logs found (pass a store root, a session directory "
+            "or a .jsonl file)",
+            path=path,
+        )
+
+
+class NotASessionDirectoryError(DshStoreError):
+    """A directory given where one log is read holds no log of its own session."""
+
+    path: str
+    reason: str
+    instead: str
+
+    def __init__(self, path: str, reason: str, instead: str) -> None:
+        super().__init__(
+            f"{path}: not a session directory: {reason}; {instead}",
+            path=path,
+            reason=reason,
+            instead=instead,
+        )
+
+
+class DemoRootError(DshStoreError):
+    """The directory given to work in exists and is not empty (the demo never reuses one)."""
+
+    path: str
+    reason: str
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"{path}: {reason}; pass a new or empty directory as --root", path=path, reason=reason
+        )
+
+
+class MigrationOptionsError(DshStoreError, ValueError):
+    """The migration options do not fit the files given (a usage error, nothing written).
+
+    Still a :class:`ValueError`, as it always was. ``path`` names the file the options do
+    not fit, when one does.
+    """
+
+    path: str | None
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message, path=path)
+
+
+class ForkedSessionError(DshStoreError):
+    """A live session was used in a process forked from the one that opened it.
+
+    Its writer, seqs and lock belong to the opening process; the child's copy refuses
+    every ``append``, ``flush`` and ``close`` at once and leaves the parent's file and lock
+    alone. ``owner_pid`` opened the session, ``pid`` is the process that tried to use it.
+    """
+
+    session_id: str
+    owner_pid: int
+    pid: int
+
+    def __init__(self, session_id: str, owner_pid: int, pid: int) -> None:
+        super().__init__(
+            f"session {session_id!r} was opened by process {owner_pid} and cannot be used in "
+            f"process {pid}, a fork of it: its writer, seqs and lock stay with the parent, which "
+            "is unaffected — hand events to the parent, or open the session in this process "
+            "once the parent has closed it",
+            session_id=session_id,
+            owner_pid=owner_pid,
+            pid=pid,
         )

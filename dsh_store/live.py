@@ -8,6 +8,7 @@ queue (a worker thread, or asyncio with disk I/O in the loop's executor).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -15,8 +16,8 @@ from types import TracebackType
 from typing import Any
 
 from ._typed_append import typed_append
-from .errors import EventValidationError, WriterBrokenError
-from .jsonl.files import LogWriter, make_dirs, materialize
+from .errors import EventValidationError, ForkedSessionError, WriterBrokenError
+from .jsonl.files import LogWriter, make_dirs, materialize, storage_errors
 from .jsonl.lock import SessionLock
 from .jsonl.writebehind import AsyncWriteBehind, ThreadWriteBehind
 from .model import EventInput, Session, SessionEvent
@@ -45,6 +46,15 @@ class _Handle:
         self.writer = writer
         self.written = written  # events already durable when the handle was made
         self.options = options  # the store's write-behind settings
+        # The writer thread, the seq counter and the lock belong to this process; a fork
+        # child gets copies of them that must never write, flush, close or unlock.
+        self.owner_pid = os.getpid()
+
+    def require_owner(self) -> None:
+        """Raise ForkedSessionError when called in a process forked after the handle was made."""
+        pid = os.getpid()
+        if pid != self.owner_pid:
+            raise ForkedSessionError(self.session.id, self.owner_pid, pid)
 
     def pending_events(self) -> list[SessionEvent]:
         """Events in memory that are not yet handed to the writer (e.g. the end-seed)."""
@@ -75,21 +85,22 @@ class _Handle:
                     seq=first_seq,
                     path=str(self.path),
                 )
-            # A killed earlier attempt may have made some of these directories without
-            # fsyncing their parents: make every name from the root down durable.
-            make_dirs(self.path.parent, durable_below=self.root)
-            lock = SessionLock(self.path.parent, self.session.id)
-            lock.acquire()
-            try:
-                self.writer = materialize(
-                    self.path,
-                    self.session.header.encode(),
-                    list(lines),
-                    session_id=self.session.id,
-                )
-            except BaseException:
-                lock.release()
-                raise
+            with storage_errors("creating the session's log", self.path):
+                # A killed earlier attempt may have made some of these directories without
+                # fsyncing their parents: make every name from the root down durable.
+                make_dirs(self.path.parent, durable_below=self.root)
+                lock = SessionLock(self.path.parent, self.session.id)
+                lock.acquire()
+                try:
+                    self.writer = materialize(
+                        self.path,
+                        self.session.header.encode(),
+                        list(lines),
+                        session_id=self.session.id,
+                    )
+                except BaseException:
+                    lock.release()
+                    raise
             self.lock = lock
             return
         self.writer.append(lines, first_seq, last_seq)
@@ -140,6 +151,7 @@ class _LiveViews:
     _reopen: str  # how to open the session again, named in the errors below
 
     def _require_open(self) -> None:
+        self._handle.require_owner()
         if self._closed:
             raise ValueError(f"session {self.id!r} is closed; reopen it with {self._reopen}")
         self._handle.require_usable()
@@ -218,6 +230,7 @@ class LiveSession(_LiveViews):
         Thread-safe: appends from several threads get consecutive seqs.
 
         :raises WriterBrokenError: an earlier write could not be rolled back.
+        :raises ForkedSessionError: called in a process forked from the one that opened it.
         :raises Exception: the pending write failure, when the memory cap is reached while
             automatic writes are paused (:meth:`flush` retries).
         """
@@ -253,6 +266,7 @@ class LiveSession(_LiveViews):
         """
         if self._closed:
             return
+        self._handle.require_owner()  # before any lock: a fork child may hold a copy of one
         try:
             with self._order:
                 self._closing = True
@@ -341,6 +355,7 @@ class AsyncLiveSession(_LiveViews):
         leaves no trace.
 
         :raises WriterBrokenError: an earlier write could not be rolled back.
+        :raises ForkedSessionError: called in a process forked from the one that opened it.
         """
         self._require_open()
         await self._start()
@@ -378,6 +393,7 @@ class AsyncLiveSession(_LiveViews):
         """
         if self._closed:
             return
+        self._handle.require_owner()
         try:
             self._handle.require_usable()
             await self._start()

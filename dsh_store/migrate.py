@@ -783,7 +783,8 @@ def migrate_file(
     :raises UnsupportedVersionError: the version is newer than 4 (or not a version).
     :raises CorruptLogError: the source has committed corruption.
     :raises MigrationRefusedError: the log cannot be upgraded faithfully, or the target
-        exists with other content (nothing is written in either case).
+        exists with other content, or ``in_place`` names a symbolic link (rule
+        ``in-place-symlink``); nothing is written in any of these cases.
     :raises ConcurrentModificationError: the source changed during the migration.
     """
     source = Path(src)
@@ -791,6 +792,8 @@ def migrate_file(
         raise ValueError("use either output or in_place, not both")
     if child_headers is not None and store_root is not None:
         raise ValueError("use either child_headers or store_root, not both")
+    if in_place:
+        _refuse_symlink(source)
     info = LogScanner(source).read_header()
     if info is None:
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
@@ -899,6 +902,31 @@ def _migrate_in_place(
     return MigrationResult(source, "migrated", version, target=source, events=count, backup=backup)
 
 
+def _refuse_symlink(source: Path) -> None:
+    """Refuse (``in-place-symlink``) an in-place migration of a symbolic link.
+
+    Replacing the name would turn the link into a file and a hard-linked backup would be a
+    second link, naming whatever the link names later (perhaps migrated content); the file
+    it names is migrated in place under its own name instead.
+    """
+    if source.is_symlink():
+        raise _symlink_refusal(source)
+
+
+def _symlink_refusal(source: Path) -> MigrationRefusedError:
+    try:
+        named = f" to {os.readlink(source)}"
+    except OSError:  # no longer a link
+        named = ""
+    dangling = "" if source.exists() else ", which does not exist"
+    return MigrationRefusedError(
+        f"{source} is a symbolic link{named}{dangling}; --in-place replaces a file, never a "
+        "link: migrate the file it names in place, or pass --output NEW",
+        rule="in-place-symlink",
+        path=str(source),
+    )
+
+
 def _backup_of(source: Path, version: int) -> Path:
     return source.with_name(f"{source.name}.v{version}.bak")
 
@@ -913,6 +941,10 @@ def _keep_backup(source: Path, backup: Path) -> None:
         os.link(source, backup)
     except FileExistsError:
         _check_backup(source, backup)
+    else:
+        if backup.is_symlink():  # the source became a symlink after it was checked
+            os.unlink(backup)
+            raise _symlink_refusal(source)
     fsync_dir(source.parent)
 
 

@@ -5,18 +5,27 @@ truncated to its committed prefix, then the closers are appended as one fsynced 
 crash at any step converges on the next repair, and a balanced log is never written.
 
 :func:`repair_file` also deletes the publish temps an interrupted publish left beside the
-log, once they are older than :data:`TEMP_GRACE_S` (younger ones may still be written).
+log, once they are older than :data:`TEMP_GRACE_S` (younger ones may still be written), and
+removes an empty (0-byte) generation log of that age, which holds no header and no event
+but would keep its session id taken: one name removal under the session lock, made durable
+by a directory fsync, so a crash leaves the empty file or nothing.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .errors import NeedsMigrationError, SessionLockedError
+from .errors import (
+    ConcurrentModificationError,
+    NeedsMigrationError,
+    NotASessionError,
+    SessionLockedError,
+)
 from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.files import LogWriter, fsync_dir
@@ -143,11 +152,17 @@ class RepairPlan:
     applied: bool
     stale_temps: tuple[Path, ...] = ()
     fresh_temps: tuple[Path, ...] = ()
+    removes_empty_log: bool = False
 
     @property
     def needed(self) -> bool:
         """True when the log or its directory needs (or needed) a change."""
-        return self.truncate_at is not None or bool(self.closers) or bool(self.stale_temps)
+        return (
+            self.truncate_at is not None
+            or bool(self.closers)
+            or bool(self.stale_temps)
+            or self.removes_empty_log
+        )
 
     def describe(self) -> str:
         """A few readable lines for the CLI."""
@@ -163,6 +178,9 @@ class RepairPlan:
             )
         if self.closers:
             lines.append(f"  append closers: {', '.join(self.closers)}")
+        if self.removes_empty_log:
+            removed = "removed" if self.applied else "remove"
+            lines.append(f"  {removed} the empty log (0 bytes: no header, nothing acknowledged)")
         delete = "deleted" if self.applied else "delete"
         lines.extend(f"  {delete} leftover temp {temp}" for temp in self.stale_temps)
         lines.extend(
@@ -189,9 +207,16 @@ def repair_file(
     ``fresh_temps``. A refused log keeps its temps too. ``dry_run`` changes nothing and
     lists what would be deleted.
 
+    An empty (0-byte) generation log (``session.jsonl`` / ``session.vN.jsonl``) has no
+    header and holds nothing, yet its name keeps the session id taken; it is removed
+    (``removes_empty_log``) under the session lock once it is ``temp_grace_s`` old (a
+    younger one may be a file another writer is creating: refused for now).
+
     :raises CorruptLogError: committed corruption; the file is left byte-identical.
     """
     log = Path(path)
+    if layout.generation_version(log.name) is not None and _is_empty_file(log):
+        return _remove_empty_log(log, dry_run=dry_run, grace_s=temp_grace_s)
     inspection = read_log(log)
     if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
         raise NeedsMigrationError(str(log), inspection.source_version, "repair")
@@ -225,6 +250,48 @@ def repair_file(
         if lock is not None:
             lock.release()
     return replace(plan, applied=True, stale_temps=deleted, fresh_temps=plan.fresh_temps + kept)
+
+
+def _is_empty_file(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False  # read_log reports what is wrong with it
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
+
+
+def _remove_empty_log(log: Path, *, dry_run: bool, grace_s: float) -> RepairPlan:
+    """Remove a 0-byte generation log at least ``grace_s`` old, under its session's lock."""
+    age = time.time() - os.lstat(log).st_mtime
+    if age < grace_s:
+        raise NotASessionError(
+            str(log),
+            f"the file is empty (0 bytes) and was written {age:.0f} s ago, perhaps by a writer "
+            f"still creating it; `dsh-store repair` removes it once it is {grace_s / 60:.0f} "
+            "minutes old",
+        )
+    plan = RepairPlan(
+        path=log,
+        classification="empty",
+        truncate_at=None,
+        torn_bytes=0,
+        sidecar=None,
+        closers=(),
+        applied=False,
+        removes_empty_log=True,
+    )
+    if dry_run:
+        return plan
+    before = os.lstat(log)
+    with SessionLock(log.parent, _session_id_of(str(log.parent))):
+        now = os.lstat(log)
+        if now.st_size != 0 or not os.path.samestat(before, now):
+            raise ConcurrentModificationError(
+                str(log), "the empty log was written or replaced while it was being removed"
+            )
+        os.unlink(log)
+        fsync_dir(log.parent)
+    return replace(plan, applied=True)
 
 
 def delete_orphan_temps(

@@ -41,7 +41,7 @@ from .errors import (
 )
 from .inspection import Inspection
 from .jsonl import layout
-from .jsonl.files import LogWriter, fsync_chain, make_dirs, materialize
+from .jsonl.files import LogWriter, fsync_chain, make_dirs, materialize, storage_errors
 from .jsonl.lock import SessionLock
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
@@ -219,7 +219,8 @@ class JsonlStore:
     def inspect(self, session_id: str) -> Inspection:
         """The balanced view of a session: closers in memory, torn tail untouched, no write."""
         log = self._require(session_id)
-        inspection = self._read(log)
+        with storage_errors(f"reading session {session_id!r}", log):
+            inspection = self._read(log)
         _check_identity(inspection, session_id, self.root)
         return inspection
 
@@ -228,10 +229,12 @@ class JsonlStore:
 
         A second load changes nothing. Takes the session lock for the repair, so it fails
         with :class:`SessionLockedError` while a writer has the session open.
+
+        :raises StorageError: the OS refused a read or write (e.g. permission denied).
         """
         log = self._require(session_id)
         lock = SessionLock(log.parent, session_id)
-        with lock:
+        with storage_errors(f"loading session {session_id!r}", log), lock:
             inspection = self._read(log)
             _check_identity(inspection, session_id, self.root)
             if inspection.source_version != SESSION_FORMAT_VERSION:
@@ -297,6 +300,10 @@ class JsonlStore:
         """Create a session. Nothing touches disk until the first event is written.
 
         :raises SessionExistsError: a log with this id already exists in the store.
+
+        The first write (``flush``, ``close`` or a background batch) raises
+        :class:`StorageError` when the OS refuses to create the session's directories,
+        lock or log (e.g. permission denied); the events stay queued.
         """
         return LiveSession(
             self._new_handle(
@@ -343,7 +350,7 @@ class JsonlStore:
         """The handle of a new session; nothing touches disk until its first write."""
         existing = self._find(session_id)
         if existing is not None:
-            raise SessionExistsError(session_id, str(existing))
+            raise SessionExistsError(session_id, str(existing), empty=_is_empty(existing))
         header = SessionHeader(
             id=session_id,
             created_at=self._clock(),
@@ -365,6 +372,7 @@ class JsonlStore:
         already ends in a marker); seqs continue.
 
         :raises SessionLockedError: another writer holds the session.
+        :raises StorageError: the OS refused a read or write (e.g. permission denied).
         """
         return LiveSession(self._open_handle(session_id))
 
@@ -383,6 +391,10 @@ class JsonlStore:
 
     def _open_handle(self, session_id: str) -> _Handle:
         log = self._require(session_id)
+        with storage_errors(f"opening session {session_id!r} for writing", log):
+            return self._open_handle_at(log, session_id)
+
+    def _open_handle_at(self, log: Path, session_id: str) -> _Handle:
         lock = SessionLock(log.parent, session_id)
         lock.acquire()
         try:
@@ -492,9 +504,15 @@ class JsonlStore:
         The child holds the source's events through ``boundary`` (inclusive; default: the
         whole committed log), a ``session/end-seed {inherited: true}`` marker at the cut,
         and ``forked`` closers if a turn was open there. Returns the child's id.
+
+        :raises StorageError: the OS refused a read or write (e.g. permission denied).
         """
-        source = self.inspect(session_id)
         child = child_id if child_id is not None else str(uuid.uuid4())
+        with storage_errors(f"forking session {session_id!r} as {child!r}", self.root):
+            return self._fork(session_id, boundary, child)
+
+    def _fork(self, session_id: str, boundary: int | None, child: str) -> str:
+        source = self.inspect(session_id)
         seed = build_fork_seed(source.events, boundary)
         parent = source.header
         header = SessionHeader(
@@ -516,6 +534,15 @@ class JsonlStore:
                 path, header.encode(), [event.line for event in seed], session_id=child
             ).close()
         return child
+
+
+def _is_empty(path: Path) -> bool:
+    """A 0-byte regular file (a log that never got its header)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
 
 
 def _listing(directory: Path) -> builtins.list[Path]:

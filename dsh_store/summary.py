@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from ._output import printable
-from .errors import DshStoreError
+from .errors import DshStoreError, NotASessionDirectoryError
 from .jsonl import layout
 from .jsonl.rows import is_packed_row, packed_row_count
 from .jsonl.scan import LogScanner
@@ -35,14 +35,6 @@ _TAIL_BYTES = 64 * 1024
 _HEADER_READ = frozenset({"current", "needs-migration", "torn-tail"})
 """Statuses of a row whose header line was read (its id, cwd and created are known)."""
 _MESSAGE_PREVIEW = 200
-
-
-class NotASessionDirectoryError(DshStoreError):
-    """A directory given where one log is read holds no log of its own session."""
-
-    def __init__(self, path: str, reason: str, instead: str) -> None:
-        self.path = path
-        super().__init__(f"{path}: not a session directory: {reason}; {instead}")
 
 
 def one_log_file(path: str | os.PathLike[str]) -> str:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import NamedTuple, TypeVar
 
-from .errors import DshStoreError
+from .errors import DshStoreError, NoLogsError
 from .jsonl import layout
 from .jsonl.rows import Finding
 from .restore import FileReport, examine
@@ -69,17 +69,6 @@ R = TypeVar("R")
 
 Progress = Callable[[Iterable[R], int], Iterable[R]]
 """Wraps the stream of per-file results (and knows their count), e.g. for a progress bar."""
-
-
-class NoLogsError(DshStoreError):
-    """A PATH argument holds no session log at all (a typo, or the wrong directory)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        super().__init__(
-            f"{path}: no .jsonl session logs found (pass a store root, a session directory "
-            "or a .jsonl file)"
-        )
 
 
 def iter_log_files(
@@ -386,6 +375,8 @@ def leftover_temp_finding(
     """The ``leftover-temp`` finding for one temp (no line, offset or seq)."""
     age = (time.time() if now is None else now) - temp.mtime
     name = os.path.basename(temp.path)
+    if layout.is_repair_partial(name):
+        return Finding("leftover-temp", _partial_message(name, temp, age, grace_s))
     if temp.linked:
         message = (
             f"{name}: a second name of this log ({temp.size} bytes, no space of its "
@@ -419,11 +410,33 @@ def orphan_temp_finding(
             "perhaps still being written; dsh-store repair deletes it once it is "
             f"{_age(grace_s)} old"
         )
-    message = (
-        f"{name}: {temp.size} bytes left {_age(age)} ago by a publish of {final} killed before "
-        f"its link; {final} was never created and nothing in the temp was acknowledged; {tail}"
-    )
+    if layout.is_repair_partial(name):
+        message = (
+            f"{name}: {temp.size} bytes left {_age(age)} ago by a repair of {final} stopped "
+            f"while saving a torn tail; {final} no longer exists; {tail}"
+        )
+    else:
+        message = (
+            f"{name}: {temp.size} bytes left {_age(age)} ago by a publish of {final} killed "
+            f"before its link; {final} was never created and nothing in the temp was "
+            f"acknowledged; {tail}"
+        )
     return Finding("leftover-temp", message)
+
+
+def _partial_message(name: str, temp: LeftoverTemp, age: float, grace_s: float) -> str:
+    """A repair's scratch copy of a torn tail: its bytes are in the log or in the sidecar."""
+    if age >= grace_s:
+        tail = "dsh-store repair deletes it"
+    else:
+        tail = (
+            f"perhaps a repair still running; dsh-store repair deletes it once it is "
+            f"{_age(grace_s)} old"
+        )
+    return (
+        f"{name}: {temp.size} bytes left {_age(age)} ago by a repair stopped while saving a "
+        f"torn tail (those bytes are still in the log, or already in its sidecar); {tail}"
+    )
 
 
 class VerifyResult(NamedTuple):

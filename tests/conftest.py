@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pluggy
 import pytest
@@ -28,6 +29,25 @@ def shared_missing_reason() -> str | None:
     if SHARED.is_dir():
         return None
     return f"needs the shared reference folder beside the project ({SHARED}), absent here"
+
+
+def shared_params(values: Callable[[], Sequence[Any]]) -> list[Any]:
+    """Parameters read from ``../shared`` by ``values()``, or one placeholder when it is absent.
+
+    For ``parametrize`` at collection time: without the folder nothing is read, and the one
+    ``shared-absent`` case of the test (marked ``requires("shared")``) skips with the reason.
+    """
+    if shared_missing_reason() is not None:
+        return [pytest.param(None, id="shared-absent")]
+    return list(values())
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked ``requires("shared")`` when ``../shared`` is absent."""
+    if any(marker.args[:1] == ("shared",) for marker in item.iter_markers("requires")):
+        reason = shared_missing_reason()
+        if reason is not None:
+            pytest.skip(reason)
 
 
 def pytest_configure(config: pytest.Config) -> None:

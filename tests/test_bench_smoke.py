@@ -80,6 +80,7 @@ def test_time_bounded_saturation_refuses_a_mix_too_short_for_its_duration(
         bench_store.store_saturation(_one_turn(), tmp_path, seconds=60.0)
 
 
+@pytest.mark.requires("shared")  # bench/limits.py
 def test_linger_baseline_returns_a_positive_rate(bench_store: ModuleType, tmp_path: Path) -> None:
     limits = bench_store.load_limits()
     rate = bench_store.baseline_linger(limits, _one_turn(), tmp_path / "l.log", 0.01, 0.001)
@@ -87,6 +88,7 @@ def test_linger_baseline_returns_a_positive_rate(bench_store: ModuleType, tmp_pa
     assert not (tmp_path / "l.log").exists()
 
 
+@pytest.mark.requires("shared")  # bench/limits.py
 def test_validated_baselines_run_the_model_and_leave_no_file(
     bench_store: ModuleType, tmp_path: Path
 ) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from dsh_store.restore import examine
 from dsh_store.verify import verify_json
-from tests.cli.conftest import CORPUS, prepare_corpus_file, record_session, write_header
+from tests.cli.conftest import record_session, write_header
 from tests.cli.schema_check import errors, load_schema
+from tests.conftest import REPO
 
 BOM = b"\xef\xbb\xbf"
 
@@ -83,8 +84,11 @@ def test_an_unsupported_version_keeps_its_bom_and_crlf(tmp_path: Path) -> None:
 
 def test_a_refused_log_keeps_the_findings_before_the_refusal(tmp_path: Path) -> None:
     log = tmp_path / "refused.jsonl"
-    prepare_corpus_file(CORPUS / "apps/web/tests/snapshots/approval-composer/session.jsonl", log)
-    log.write_bytes(BOM + log.read_bytes())
+    # A format-0 header without delegationDepth, as the real V0 logs have, then a refusal.
+    source = REPO / "fixtures" / "refused" / "2to3-surface-before-first-step" / "session.jsonl"
+    header, _, body = source.read_bytes().partition(b"\n")
+    assert header.endswith(b',"delegationDepth":0}')
+    log.write_bytes(BOM + header.removesuffix(b',"delegationDepth":0}') + b"}\n" + body)
     report = examine(log)
     assert report.classification == "refused"
     rules = [f.rule for f in report.findings]

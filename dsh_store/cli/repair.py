@@ -145,6 +145,15 @@ def _repair_text(result: dict[str, Any]) -> str:
         return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
     if result["classification"] is None:  # an orphan publish temp: no log of its own
         verb = {"repaired": "deleted", "would-repair": "would delete"}.get(status)
+        from ..jsonl.layout import is_repair_partial
+
+        if is_repair_partial(os.path.basename(result["path"])):
+            if verb is None:
+                return f"{result['path']}: kept recent repair scratch copy (deleted at 10 min old)"
+            return (
+                f"{result['path']}: {style(verb, fg='green')} repair scratch copy (a torn "
+                "tail's copy; its log is gone)"
+            )
         if verb is None:
             return (
                 f"{result['path']}: kept recent orphan temp (a first publish may still be "
@@ -166,6 +175,9 @@ def _repair_text(result: dict[str, Any]) -> str:
         )
     if result["closers"]:
         lines.append(f"  append closers: {', '.join(result['closers'])}")
+    if result["classification"] == "empty" and status != "clean":
+        removed = "removed" if status == "repaired" else "remove"
+        lines.append(f"  {removed} the empty log (0 bytes: no header, nothing acknowledged)")
     delete = "deleted" if status == "repaired" else "delete"
     lines.extend(f"  {delete} leftover temp {temp}" for temp in result["deletedTemps"])
     lines.extend(

@@ -22,7 +22,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -37,7 +37,14 @@ from dsh_store.errors import (
 from dsh_store.jsonl.failpoints import armed, failpoint
 from dsh_store.jsonl.layout import DIR_MODE, FILE_MODE, decode_session_id, temp_path
 
-__all__ = ["LogWriter", "fsync_chain", "fsync_dir", "make_dirs", "materialize"]
+__all__ = [
+    "LogWriter",
+    "fsync_chain",
+    "fsync_dir",
+    "make_dirs",
+    "materialize",
+    "storage_errors",
+]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -382,3 +389,19 @@ class LogWriter:
                 f"failed with {rollback_error!r}"
             )
             raise WriterBrokenError(str(self.path), self.broken_cause) from rollback_error
+
+
+@contextlib.contextmanager
+def storage_errors(operation: str, path: str | os.PathLike[str]) -> Iterator[None]:
+    """Raise a bare :class:`OSError` of ``operation`` as :class:`StorageError`.
+
+    The error names the file the OS named (else ``path``), the operation and the errno;
+    errors that already are dsh-store errors pass through unchanged.
+    """
+    try:
+        yield
+    except OSError as error:
+        if isinstance(error, DshStoreError):
+            raise
+        named = error.filename if isinstance(error.filename, str) else os.fspath(path)
+        raise StorageError(operation, named, error) from error

@@ -38,6 +38,7 @@ __all__ = [
     "encode_session_id",
     "generation_name",
     "generation_version",
+    "is_repair_partial",
     "is_temp_name",
     "is_temp_of",
     "log_path",
@@ -79,6 +80,8 @@ _GENERATION = re.compile(r"session(?:\.v([1-9][0-9]*))?\.jsonl")
 # The token publishers pass to temp_path (files.materialize, migrate._write_temp) is
 # secrets.token_hex(6): twelve lowercase hex digits.
 _TEMP = re.compile(r"(.+)\.[0-9a-f]{12}\.tmp", re.DOTALL)
+# The scratch name jsonl.repair copies a torn tail to before publishing its sidecar.
+_PARTIAL = re.compile(r"(.+)\.torn-[0-9]+\.partial", re.DOTALL)
 
 
 def _code_units(text: str) -> list[int]:
@@ -252,10 +255,22 @@ def temp_final_name(name: str) -> str | None:
     """The final name a publish temp is named after, or ``None`` if ``name`` is no such temp.
 
     Precise where :func:`is_temp_name` is permissive: only ``<final>.<12 hex>.tmp`` (the
-    token publishers pass to :func:`temp_path` is ``secrets.token_hex(6)``) qualifies.
+    token publishers pass to :func:`temp_path` is ``secrets.token_hex(6)``) qualifies, and
+    a repair's ``<final>.torn-<N>.partial`` (:func:`is_repair_partial`), which is cleaned up
+    like a publish temp.
     """
-    match = _TEMP.fullmatch(name)
+    match = _TEMP.fullmatch(name) or _PARTIAL.fullmatch(name)
     return None if match is None else match.group(1)
+
+
+def is_repair_partial(name: str) -> bool:
+    """Tell whether ``name`` is a repair's scratch copy of a torn tail, ``<log>.torn-<N>.partial``.
+
+    :func:`temp_final_name` treats it as a leftover of ``<log>``: a repair killed (or
+    failed) before it published the sidecar leaves it, and its bytes are still in the log
+    or already in the sidecar.
+    """
+    return _PARTIAL.fullmatch(name) is not None
 
 
 def is_temp_of(final_name: str, name: str) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from dsh_store.errors import SessionLockedError
+from dsh_store.errors import SessionLockedError, StorageError
 from dsh_store.jsonl.layout import FILE_MODE, LOCK_NAME
 
 __all__ = ["SessionLock"]
@@ -49,6 +49,7 @@ class SessionLock:
         """Take the lock now or fail; re-acquiring a held lock is an error too.
 
         :raises SessionLockedError: another handle holds it (or this one already does).
+        :raises StorageError: the lock file cannot be opened or created (permissions, ...).
         """
         if self._lock.is_locked:
             raise SessionLockedError(self.session_id, str(self.path))
@@ -56,6 +57,8 @@ class SessionLock:
             self._lock.acquire()
         except Timeout as error:
             raise SessionLockedError(self.session_id, str(self.path)) from error
+        except OSError as error:  # e.g. no permission to open or create the lock file
+            raise StorageError("taking the session lock", str(self.path), error) from error
 
     def release(self) -> None:
         """Release the lock if held; idempotent. The lock file stays."""

@@ -22,6 +22,7 @@ must hold the session's write lock, so no writer appends while the tail is moved
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -118,6 +119,12 @@ def _publish_sidecar(fd: int, log: Path, offset: int, size: int) -> Path:
             _write_all(out, block)
             position += len(block)
         os.fsync(out)
+    except BaseException:
+        # Nothing refers to the scratch copy yet (the tail is still in the log); one that
+        # cannot be removed here is a leftover that verify reports and repair deletes.
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise
     finally:
         os.close(out)
     # The caller holds the session lock, so nobody else publishes between check and link;

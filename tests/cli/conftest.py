@@ -22,6 +22,9 @@ from tests.model.builders import system
 CONSOLE_SCRIPT = REPO / ".venv" / "bin" / "dsh-store"
 CORPUS = SHARED / "corpus"
 SAMPLES = SHARED / "reference" / "samples"
+# The project's own older-format logs (scripts/make_fixtures.py), present in every clone.
+V2_LOG = REPO / "fixtures" / "valid" / "v2-system-prompt-changes" / "session.v2.jsonl"
+V3_LOG = REPO / "fixtures" / "valid" / "v3-plugin-sources" / "session.v3.jsonl"
 FIXED_CLOCK_MS = 1_700_000_000_000
 
 

@@ -9,6 +9,9 @@ import pytest
 
 from tests.cli.conftest import CORPUS, corpus_manifest, prepare_corpus_file, run_script
 from tests.cli.schema_check import VerifyFile, errors, load_schema
+from tests.conftest import shared_params
+
+pytestmark = pytest.mark.requires("shared")
 
 # The migrated corpus may hold an open turn or a torn tail; both still "restore".
 RESTORED = {"ok", "needs-migration", "open-turn", "torn-tail"}
@@ -42,7 +45,9 @@ def test_corpus_covers_every_manifest_entry(
     assert set(files) == {str(entry["path"]) for entry in corpus_manifest()}
 
 
-@pytest.mark.parametrize("entry", corpus_manifest(), ids=lambda entry: str(entry["path"]))
+@pytest.mark.parametrize(
+    "entry", shared_params(corpus_manifest), ids=lambda entry: str(entry["path"])
+)
 def test_corpus_file_is_classified_as_the_manifest_expects(
     entry: dict[str, object],
     corpus_report: tuple[Path, dict[str, VerifyFile]],

@@ -17,20 +17,18 @@ from click.testing import Result
 
 from dsh_store.jsonl import layout
 from dsh_store.verify import collect_log_files, iter_log_files
-from tests.cli.conftest import SAMPLES, prepare_corpus_file, record_session, write_header
+from tests.cli.conftest import V2_LOG, record_session, write_header
 
 Invoke = Callable[..., Result]
 
 
 def _migrated_session(tmp_path: Path) -> Path:
     """A session directory holding ``session.v2.jsonl`` and the ``session.v4.jsonl`` of it."""
-    staged = tmp_path / "staged.v2.jsonl"
-    prepare_corpus_file(SAMPLES / "feedback-command.v2.jsonl", staged)
-    header = json.loads(staged.read_bytes().partition(b"\n")[0])
+    header = json.loads(V2_LOG.read_bytes().partition(b"\n")[0])
     # Filed where its header's id and cwd derive, as a store keeps it.
     directory = layout.session_dir(tmp_path / "store", header["id"], header.get("cwd"))
     directory.mkdir(parents=True)
-    staged.rename(directory / "session.v2.jsonl")
+    shutil.copyfile(V2_LOG, directory / "session.v2.jsonl")
     write_header(directory / "session.jsonl", 0, session_id="older")
     return directory
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from click.testing import Result
 
-from tests.cli.conftest import SAMPLES, prepare_corpus_file, record_session, write_header
+from tests.cli.conftest import V2_LOG, record_session, write_header
 from tests.cli.schema_check import errors, load_schema
 
 Invoke = Callable[..., Result]
@@ -124,7 +125,7 @@ def test_cat_prints_v4_lines_with_filters(invoke: Invoke, tmp_path: Path) -> Non
 
 def test_cat_upgrades_old_logs_and_never_prints_a_torn_tail(invoke: Invoke, tmp_path: Path) -> None:
     old = tmp_path / "old.jsonl"
-    prepare_corpus_file(SAMPLES / "feedback-command.v2.jsonl", old)
+    shutil.copyfile(V2_LOG, old)
     assert invoke("migrate", old, "--output", tmp_path / "new.jsonl").exit_code == 0
     upgraded = (tmp_path / "new.jsonl").read_bytes().splitlines(keepends=True)[1:]
     assert invoke("cat", old).stdout_bytes == b"".join(upgraded) != b""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import Result
 
-from tests.cli.conftest import SAMPLES, prepare_corpus_file, snapshot_tree, write_header
+from tests.cli.conftest import V2_LOG, V3_LOG, snapshot_tree, write_header
 from tests.cli.schema_check import errors, load_schema
 
 Invoke = Callable[..., Result]
@@ -32,14 +32,15 @@ def _file_as(log: Path, session_id: str) -> None:
 
 @pytest.fixture
 def old_store(tmp_path: Path) -> Path:
-    """A store tree with a v2 and a v3 session (real sample bytes) and a current one.
+    """A store tree with a v2 and a v3 session (the project's fixtures) and a current one.
 
     Each log lies in the session directory of its header id, as in a real store.
     """
     root = tmp_path / "store"
-    for name, version in (("feedback-command.v2.jsonl", 2), ("feedback-command.v3.jsonl", 3)):
+    for source, version in ((V2_LOG, 2), (V3_LOG, 3)):
         log = root / "--p--" / f"s{version}" / f"session.v{version}.jsonl"
-        prepare_corpus_file(SAMPLES / name, log)
+        log.parent.mkdir(parents=True)
+        shutil.copyfile(source, log)
         _file_as(log, f"s{version}")
     write_header(root / "--p--" / "now" / "session.v4.jsonl", 4, session_id="now")
     _file_as(root / "--p--" / "now" / "session.v4.jsonl", "now")

@@ -123,7 +123,7 @@ def test_materialize_losing_the_link_race_raises_session_exists(
     with pytest.raises(SessionExistsError, match="already exists at") as caught:
         materialize(path, HEADER, lines(0, 5))
     assert isinstance(caught.value.__cause__, FileExistsError)
-    assert caught.value.session_id == "s-1"  # type: ignore[attr-defined]
+    assert caught.value.session_id == "s-1"
     assert path.read_bytes() == expected_log(2)
     assert sorted(os.listdir(path.parent)) == ["session.v4.jsonl"]
 

@@ -19,6 +19,7 @@ from dsh_store.errors import (
     UnsupportedVersionError,
 )
 from dsh_store.jsonl.scan import LogScanner, ScannedRow
+from tests.conftest import SHARED, shared_params
 
 from .scan_logs import (
     closed_turn,
@@ -32,7 +33,6 @@ from .scan_logs import (
     write,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 CORPUS = SHARED / "corpus"
 SAMPLES = SHARED / "reference" / "samples"
 
@@ -70,7 +70,10 @@ def test_clean_log_yields_every_row_with_exact_positions(tmp_path: Path, chunk_s
     assert scanner.finished
 
 
-@pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("*.jsonl")))
+@pytest.mark.requires("shared")
+@pytest.mark.parametrize(
+    "sample", shared_params(lambda: sorted(p.name for p in SAMPLES.glob("*.jsonl")))
+)
 def test_reference_samples_scan_clean(sample: str) -> None:
     path = SAMPLES / sample
     scanner, rows = scan(path)
@@ -416,12 +419,14 @@ def _manifest() -> list[dict[str, Any]]:
     return files
 
 
+@pytest.mark.requires("shared")
 def test_corpus_every_file_is_listed() -> None:
     listed = {CORPUS / f["path"] for f in _manifest()}
     assert set(CORPUS.rglob("*.jsonl")) == listed
 
 
-@pytest.mark.parametrize("entry", _manifest(), ids=lambda f: f["path"])
+@pytest.mark.requires("shared")
+@pytest.mark.parametrize("entry", shared_params(_manifest), ids=lambda f: f["path"])
 def test_corpus_scans_without_untyped_errors(entry: dict[str, Any]) -> None:
     path = CORPUS / entry["path"]
     before = snapshot(path)

@@ -24,19 +24,20 @@ from dsh_store.errors import CorruptLogError, MigrationRefusedError
 from dsh_store.jsonl.scan import LogScanner
 from dsh_store.migrate import classify_header, migrate_file
 from dsh_store.restore import examine, read_log
+from tests.conftest import SHARED, shared_missing_reason, shared_params
 from tests.corpus import loaded
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+CORPUS = SHARED / "corpus"
 MANIFEST = CORPUS / "manifest.json"
 
 # The model requires assistant/attempt inside an open step; these upstream snapshots
 # hold a bare chunk run with no turn or step, which the chain turns into a lone attempt.
-pytestmark = pytest.mark.skipif(not MANIFEST.exists(), reason="shared corpus not present")
+pytestmark = pytest.mark.requires("shared")
 
 
 def _entries() -> list[Any]:
-    if not MANIFEST.exists():
-        return []
+    if shared_missing_reason() is not None:
+        return shared_params(list)
     params = []
     for entry in json.loads(MANIFEST.read_text())["files"]:
         params.append(pytest.param(entry, id=entry["path"]))

@@ -16,10 +16,10 @@ import pytest
 
 from dsh_store.errors import MigrationRefusedError
 from dsh_store.migrations import MigrationContext, v0_to_v1, v1_to_v2
+from tests.conftest import SHARED, shared_missing_reason, shared_params
 from tests.corpus import loaded
 
-# tests/migrations/<this file> -> repository -> its sibling holding the shared material
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+CORPUS = SHARED / "corpus"
 MANIFEST = CORPUS / "manifest.json"
 EARLY_RULES = {
     "removed-event-type",
@@ -44,12 +44,12 @@ EARLY_RULES = {
     "malformed-goal-change",
 }
 
-pytestmark = pytest.mark.skipif(not MANIFEST.exists(), reason="shared corpus not present")
+pytestmark = pytest.mark.requires("shared")
 
 
-def _entries() -> list[dict[str, Any]]:
-    if not MANIFEST.exists():
-        return []
+def _entries() -> list[Any]:
+    if shared_missing_reason() is not None:
+        return shared_params(list)
     files = json.loads(MANIFEST.read_text())["files"]
     return [entry for entry in files if entry["expected"] != "not-a-session"]
 

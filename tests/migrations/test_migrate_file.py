@@ -266,3 +266,51 @@ def test_memory_is_bounded_by_a_turn_not_the_file(tmp_path: Path) -> None:
     # barely moves the peak.
     assert peak < size / 2, f"peak {peak} bytes for a {size}-byte log"
     assert peak < small_peak * 1.6, f"peak grew from {small_peak} ({small_size} B) to {peak}"
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_in_place_refuses_a_symlink_and_writes_nothing(tmp_path: Path, dry_run: bool) -> None:
+    real = tmp_path / "real.jsonl"
+    shutil.copyfile(VALID / "v1-basic" / "session.v1.jsonl", real)
+    before = real.read_bytes()
+    link = tmp_path / "link.jsonl"
+    link.symlink_to("real.jsonl")
+    with pytest.raises(MigrationRefusedError) as caught:
+        migrate_file(link, in_place=True, dry_run=dry_run)
+    assert (caught.value.rule, caught.value.path) == ("in-place-symlink", str(link))
+    assert "is a symbolic link to real.jsonl; --in-place replaces a file" in str(caught.value)
+    assert "migrate the file it names in place, or pass --output NEW" in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "real.jsonl"]
+    assert link.is_symlink() and os.readlink(link) == "real.jsonl"
+    assert real.read_bytes() == before
+    # The file the link names migrates in place under its own name; its backup is a file.
+    result = migrate_file(real, in_place=True)
+    assert result.backup is not None and not result.backup.is_symlink()
+    assert result.backup.read_bytes() == before
+    assert link.read_bytes() == real.read_bytes() == _golden("v1-basic")
+
+
+def test_in_place_refuses_a_dangling_symlink(tmp_path: Path) -> None:
+    link = tmp_path / "gone.jsonl"
+    link.symlink_to(tmp_path / "missing.jsonl")
+    for dry_run in (False, True):
+        with pytest.raises(MigrationRefusedError) as caught:
+            migrate_file(link, in_place=True, dry_run=dry_run)
+        assert caught.value.rule == "in-place-symlink"
+        assert "missing.jsonl, which does not exist" in str(caught.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["gone.jsonl"]
+
+
+def test_a_source_that_became_a_symlink_leaves_no_symlink_backup(tmp_path: Path) -> None:
+    """The backup link is checked after it is made: a second symlink is removed, refused."""
+    from dsh_store import migrate
+
+    real = tmp_path / "real.jsonl"
+    shutil.copyfile(VALID / "v0-basic" / "session.jsonl", real)
+    link = tmp_path / "old.jsonl"
+    link.symlink_to("real.jsonl")
+    backup = tmp_path / "old.jsonl.v0.bak"
+    with pytest.raises(MigrationRefusedError) as caught:
+        migrate._keep_backup(link, backup)
+    assert caught.value.rule == "in-place-symlink"
+    assert not os.path.lexists(backup)

@@ -181,3 +181,24 @@ def test_kill_during_a_lenient_migration(tmp_path: Path, failpoint: str) -> None
     assert rerun.status == ("current" if published else "migrated")
     assert _check_beside(source, original, expected)
     assert b'"type":"migration/note"' in expected
+
+
+@pytest.mark.parametrize("target", ["file", "dangling"])
+def test_in_place_through_a_symlink_is_refused_before_any_failpoint(
+    tmp_path: Path, target: str
+) -> None:
+    """A real process armed to die at the first write is refused first: nothing changes."""
+    directory = tmp_path / "sess"
+    directory.mkdir()
+    real = directory / "real.jsonl"
+    if target == "file":
+        shutil.copyfile(FIXTURE / "session.jsonl", real)
+    link = directory / "old.jsonl"
+    link.symlink_to("real.jsonl")
+    before = sorted(p.name for p in directory.iterdir())
+    child = _run(link, "in-place", "migrate.before-fsync")
+    assert child.wait(timeout=60) == 1  # the refusal's traceback, not the failpoint's SIGKILL
+    assert sorted(p.name for p in directory.iterdir()) == before
+    assert link.is_symlink() and os.readlink(link) == "real.jsonl"
+    if target == "file":
+        assert real.read_bytes() == (FIXTURE / "session.jsonl").read_bytes()

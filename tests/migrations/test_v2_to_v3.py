@@ -702,6 +702,7 @@ def _surface(events: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]:
     return [(n["role"], n["content"], n["source"]) for n in nodes]
 
 
+@pytest.mark.requires("shared")
 def test_feedback_command_sample_v2_migrates_to_the_recorded_v3() -> None:
     v2 = _materialize_tools(load_sample("feedback-command.v2.jsonl"), 2)
     v3 = _materialize_tools(load_sample("feedback-command.v3.jsonl"), 3)
@@ -834,6 +835,7 @@ def _corpus_rows(relative: str) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.requires("shared")
 def test_corpus_chronology_refusals_happen_at_this_edge() -> None:
     from dsh_store.migrations import chain
 
@@ -858,6 +860,7 @@ def test_corpus_chronology_refusals_happen_at_this_edge() -> None:
         assert entry["path"] in str(error)
 
 
+@pytest.mark.requires("shared")
 def test_corpus_logs_expected_to_restore_pass_both_late_edges() -> None:
     from dsh_store.migrations import chain
 

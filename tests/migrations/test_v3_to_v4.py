@@ -741,6 +741,7 @@ def _without_stream_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.requires("shared")
 def test_feedback_command_sample_v3_migrates_to_the_recorded_v4() -> None:
     # Both files keep "{{tools}}" in the same place; the corpus rule drops the key in
     # formats 3-4 either way, so it cancels out and the rows are compared as they are.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,8 +14,10 @@ from dsh_store.model import (
     fold_request_header,
     interrupted_closers,
 )
+from tests.conftest import SHARED
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+pytestmark = pytest.mark.requires("shared")
+
 SAMPLES = SHARED / "reference" / "samples"
 NAMES = ["dynamic-tool-updates.v4.jsonl", "feedback-command.v4.jsonl"]
 

@@ -119,7 +119,7 @@ def test_new_refuses_an_existing_id(tmp_path: Path) -> None:
     path = _one_turn(store)
     with pytest.raises(SessionExistsError, match="already exists") as caught:
         store.new("s1", cwd="/elsewhere")
-    assert caught.value.path == str(path)  # type: ignore[attr-defined]
+    assert caught.value.path == str(path)
 
 
 def test_missing_session_is_not_found(tmp_path: Path) -> None:
