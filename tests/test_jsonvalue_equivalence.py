@@ -1,0 +1,255 @@
+"""The fast path of ``jsonvalue.encode`` refuses exactly what the precise path refuses.
+
+The precise path is :func:`check_json` (the iterative walk that names the path and reason)
+followed by a plain strict ``orjson.dumps``. The fast path lets orjson screen types while
+it encodes and then screens the accepted value's types and floats level by level. For any
+value, both must agree: the same refusal (reason and JSON path), or the same bytes.
+
+The values are hostile on purpose: everything orjson would write silently (enum members of
+every mixin, UUIDs, ``orjson.Fragment``, NaN, ±Infinity, -0.0), every subclass of a JSON
+type, foreign objects, unsafe integers, lone surrogates, non-str keys, dicts whose key
+table is not the all-str kind, instance dicts, cycles and nesting at the depth limit.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import decimal
+import enum
+import uuid
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dsh_store.errors import LosslessJsonError
+from dsh_store.jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, check_json, encode
+
+
+class Color(enum.Enum):
+    RED = "red"
+    ONE = 1
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+class Mode(enum.StrEnum):
+    FAST = "fast"
+
+
+class Ratio(float, enum.Enum):
+    HALF = 0.5
+
+
+class Perm(enum.IntFlag):
+    READ = 4
+
+
+class Loose(enum.Enum):
+    """An enum that claims to equal its value (defeats any compare-based screen)."""
+
+    A = 7
+
+    def __eq__(self, other: object) -> bool:
+        return other == self.value or other is self
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Real(float):
+    pass
+
+
+class Mapping(dict[str, Any]):
+    pass
+
+
+class Items(list[Any]):
+    pass
+
+
+class Row(tuple[Any, ...]):
+    pass
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+class Holder:
+    def __init__(self) -> None:
+        self.alpha = 1
+        self.beta = "two"
+
+
+def instance_dict() -> dict[str, Any]:
+    # A split-table dict (shared keys), as ``vars(obj)`` returns.
+    return vars(Holder())
+
+
+def general_table_dict() -> dict[Any, Any]:
+    # All keys are str now, but the table stopped being the all-str kind.
+    value: dict[Any, Any] = {1: "gone", "kept": [1, 2]}
+    del value[1]
+    return value
+
+
+FOREIGN = [
+    Color.RED,
+    Color.ONE,
+    Level.LOW,
+    Mode.FAST,
+    Ratio.HALF,
+    Perm.READ,
+    Loose.A,
+    uuid.UUID(int=1),
+    orjson.Fragment(b'{"raw":1}'),
+    b"raw",
+    bytearray(b"x"),
+    {1, 2},
+    frozenset(),
+    datetime.datetime(2026, 1, 1),
+    datetime.date(2026, 1, 1),
+    datetime.time(1, 2),
+    decimal.Decimal("1.5"),
+    1j,
+    object(),
+    Point(1),
+    Pair(1, 2),
+    Text("x"),
+    Number(3),
+    Real(1.5),
+    Mapping(a=1),
+    Items([1]),
+    Row((1,)),
+    collections.OrderedDict(a=1),
+    collections.defaultdict(int),
+]
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-MAX_SAFE_INTEGER - 2, max_value=-MAX_SAFE_INTEGER + 2)
+    | st.integers(min_value=MAX_SAFE_INTEGER - 2, max_value=MAX_SAFE_INTEGER + 2)
+    | st.floats()
+    | st.sampled_from([0.0, -0.0, float("nan"), float("inf"), float("-inf"), -0.05])
+    | st.text()
+    | st.sampled_from(["\ud800", "a\udfffb", "null", "-0.0", "é"])
+    | st.sampled_from(FOREIGN)
+)
+keys = st.text(max_size=6) | st.sampled_from(
+    ["\udc80", Text("k"), Mode.FAST, 1, Level.LOW, (1, 2), None, 2.5]
+)
+
+
+def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=4).map(tuple)
+        | st.dictionaries(keys, children, max_size=4)
+        | st.dictionaries(st.text(max_size=4), children, max_size=4)
+        | st.builds(instance_dict)
+        | st.builds(general_table_dict)
+        | st.lists(children, max_size=3).map(Items)
+        | st.dictionaries(st.text(max_size=3), children, max_size=3).map(Mapping)
+    )
+
+
+values = st.recursive(scalars, _containers, max_leaves=25)
+
+
+@st.composite
+def maybe_cyclic(draw: st.DrawFn) -> Any:
+    """A value, sometimes with one of its lists or dicts made to contain itself."""
+    value = draw(values)
+    if not draw(st.booleans()):
+        return value
+    holders: list[Any] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) in (list, dict):
+            holders.append(item)
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    if not holders:
+        return value
+    target = draw(st.sampled_from(holders))
+    if type(target) is list:
+        target.append(target)
+    else:
+        target["self"] = target
+    return value
+
+
+def precise(value: object, newline: bool = False) -> tuple[Any, ...]:
+    try:
+        check_json(value, event_type="user/message", path="data")
+    except LosslessJsonError as error:
+        return ("refused", error.reason, error.json_path, error.event_type)
+    option = orjson.OPT_STRICT_INTEGER | (orjson.OPT_APPEND_NEWLINE if newline else 0)
+    return ("accepted", orjson.dumps(value, option=option))
+
+
+def fast(value: object, newline: bool = False) -> tuple[Any, ...]:
+    try:
+        encoded = encode(value, event_type="user/message", path="data", newline=newline)
+    except LosslessJsonError as error:
+        return ("refused", error.reason, error.json_path, error.event_type)
+    return ("accepted", encoded)
+
+
+@given(maybe_cyclic(), st.booleans())
+def test_fast_path_agrees_with_precise_path(value: Any, newline: bool) -> None:
+    assert fast(value, newline) == precise(value, newline)
+
+
+@given(values, st.booleans())
+def test_fast_path_agrees_inside_an_event_envelope(data: Any, newline: bool) -> None:
+    envelope = {"type": "user/message", "seq": 3, "time": 1, "data": data}
+    assert fast(envelope, newline) == precise(envelope, newline)
+
+
+def _nested(levels: int, leaf: Any) -> Any:
+    value = leaf
+    for index in range(levels):
+        value = [value] if index % 2 else {"k": value}
+    return value
+
+
+@given(
+    st.integers(min_value=MAX_DEPTH - 3, max_value=MAX_DEPTH + 3),
+    st.sampled_from([1, "x", float("nan"), Level.LOW, uuid.UUID(int=2), -0.0, 2**60]),
+)
+def test_fast_path_agrees_at_the_depth_limit(levels: int, leaf: Any) -> None:
+    value = _nested(levels, leaf)
+    assert fast(value) == precise(value)
+
+
+def test_every_foreign_object_is_refused_alone_and_nested() -> None:
+    for foreign in FOREIGN:
+        for value in (foreign, [foreign], {"a": (1, {"b": foreign})}):
+            outcome = fast(value)
+            assert outcome[0] == "refused", foreign
+            assert outcome == precise(value)
