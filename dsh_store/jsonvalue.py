@@ -88,7 +88,11 @@ def _screen_accepts(value: object) -> bool:
     keys, so a dict's children are its values (``gc.get_referents`` skips the keys of a
     dict whose keys are all exact ``str``, and yields them as ``str`` otherwise).
     """
-    level: tuple[object, ...] | list[object] = (value,)
+    # A container root is plain by the encoder's acceptance; start at its children.
+    kind = type(value)
+    level: tuple[object, ...] | list[object] = (
+        _children(value) if kind is dict or kind is list else (value,)
+    )
     while level:
         if not _all_plain(map(type, level)):
             if not _all_plain_or_float(map(type, level)):
