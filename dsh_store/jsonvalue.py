@@ -78,6 +78,7 @@ _is_float: Final = cast(Callable[[object], TypeGuard[float]], float.__instancech
 _children: Final = gc.get_referents
 _isfinite: Final = math.isfinite
 _copysign: Final = math.copysign
+_LEVELS: Final = range(MAX_DEPTH + 1)
 
 
 def _screen_accepts(value: object) -> bool:
@@ -93,7 +94,11 @@ def _screen_accepts(value: object) -> bool:
     level: tuple[object, ...] | list[object] = (
         _children(value) if kind is dict or kind is list else (value,)
     )
-    while level:
+    # Bounded by the encoder's depth limit, so a value another thread turns cyclic
+    # meanwhile ends in the slow path instead of an endless walk.
+    for _ in _LEVELS:
+        if not level:
+            return True
         if not _all_plain(map(type, level)):
             if not _all_plain_or_float(map(type, level)):
                 return False
@@ -101,7 +106,7 @@ def _screen_accepts(value: object) -> bool:
                 if not _isfinite(number) or (number == 0.0 and _copysign(1.0, number) < 0.0):
                     return False
         level = _children(*level)
-    return True
+    return not level
 
 
 def encode(

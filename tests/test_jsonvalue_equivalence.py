@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_store.errors import LosslessJsonError
-from dsh_store.jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, check_json, encode
+from dsh_store.jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, _screen_accepts, check_json, encode
 
 
 class Color(enum.Enum):
@@ -231,20 +231,34 @@ def test_fast_path_agrees_inside_an_event_envelope(data: Any, newline: bool) -> 
     assert fast(envelope, newline) == precise(envelope, newline)
 
 
-def _nested(levels: int, leaf: Any) -> Any:
+def _nested(levels: int, leaf: Any, root: str) -> Any:
     value = leaf
-    for index in range(levels):
+    for index in range(levels - 1):
         value = [value] if index % 2 else {"k": value}
-    return value
+    if root == "tuple":
+        return (value,)
+    return [value] if root == "list" else {"k": value}
 
 
 @given(
     st.integers(min_value=MAX_DEPTH - 3, max_value=MAX_DEPTH + 3),
     st.sampled_from([1, "x", float("nan"), Level.LOW, uuid.UUID(int=2), -0.0, 2**60]),
+    st.sampled_from(["list", "tuple", "dict"]),
 )
-def test_fast_path_agrees_at_the_depth_limit(levels: int, leaf: Any) -> None:
-    value = _nested(levels, leaf)
+def test_fast_path_agrees_at_the_depth_limit(levels: int, leaf: Any, root: str) -> None:
+    value = _nested(levels, leaf, root)
     assert fast(value) == precise(value)
+
+
+def test_screen_ends_on_a_value_made_cyclic_after_encoding() -> None:
+    # Another thread may change the caller's value between the encoder and the screen;
+    # a cycle must end the screen (the slow path then names it), never loop forever.
+    value: list[Any] = [{"a": [1, 2]}]
+    value[0]["a"].append(value)
+    assert _screen_accepts(value) is False
+    deep: dict[str, Any] = {"k": None}
+    deep["k"] = {"k": deep}
+    assert _screen_accepts(deep) is False
 
 
 def test_every_foreign_object_is_refused_alone_and_nested() -> None:
