@@ -8,8 +8,9 @@ Everything else is refused with a :class:`~dsh_store.errors.LosslessJsonError` n
 JSON path of the bad value, e.g. ``data.message.content[2].text``.
 
 Fast path: ``orjson`` encodes with options that send every subclass of ``str``, ``int``,
-``dict`` and ``list``, every dataclass and every datetime to a ``default`` that refuses it,
-and it refuses non-str keys, lone surrogates, cycles, excess depth and unsafe integers
+``dict`` and ``list``, every dataclass and every datetime to a ``default`` that refuses it
+(subclasses of ``float`` and ``tuple`` and other foreign objects go there anyway), and it
+refuses non-str keys, lone surrogates, cycles, excess depth and unsafe integers
 itself, all in C. What it still writes without complaint is an enum member (as its value),
 a ``uuid.UUID`` (as text), an ``orjson.Fragment`` (verbatim), NaN and ±Infinity (as
 ``null``) and ``-0.0``. Those are found by a type screen of the accepted value: one
