@@ -9,7 +9,7 @@ JSON path of the bad value, e.g. ``data.message.content[2].text``.
 
 Fast path: ``orjson`` encodes with options that send every subclass of ``str``, ``int``,
 ``dict`` and ``list``, every dataclass and every datetime to a ``default`` that refuses it
-(subclasses of ``float`` and ``tuple`` and other foreign objects go there anyway), and it
+(as do subclasses of ``float`` and ``tuple`` and every type orjson does not know), and it
 refuses non-str keys, lone surrogates, cycles, excess depth and unsafe integers
 itself, all in C. What it still writes without complaint is an enum member (as its value),
 a ``uuid.UUID`` (as text), an ``orjson.Fragment`` (verbatim), NaN and ±Infinity (as
