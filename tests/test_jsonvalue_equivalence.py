@@ -25,8 +25,10 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_store.errors import LosslessJsonError
+from dsh_store.errors import EventValidationError, LosslessJsonError
 from dsh_store.jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, _screen_accepts, check_json, encode
+from dsh_store.model.events import encode_line
+from dsh_store.model.shapes import PLAIN_PAYLOAD_SIZES, check_payload
 
 
 class Color(enum.Enum):
@@ -267,3 +269,89 @@ def test_every_foreign_object_is_refused_alone_and_nested() -> None:
             outcome = fast(value)
             assert outcome[0] == "refused", foreign
             assert outcome == precise(value)
+
+
+# -- the model's prescreened payloads ---------------------------------------------------------
+# Session.append skips the type screen for payloads whose every field the payload check has
+# already typed (PLAIN_PAYLOAD_SIZES). For any payload the check accepts, the line must be
+# the one the fully screened encoder writes, and a refusal must be the same refusal.
+
+HOSTILE_COUNTS = [0, -1, True, 1.0, Level.LOW, Number(2), MAX_SAFE_INTEGER + 1]
+HOSTILE_TEXTS = ["", "\ud800", "a\udfffb", Text("x"), Mode.FAST, 1, None]
+REQUIRED: dict[str, dict[str, Any]] = {
+    "turn/start": {"turn": 1},
+    "step/start": {"turn": 1, "step": 2},
+    "step/end": {"turn": 3, "step": 1},
+    "tool/call": {"turn": 1, "step": 1, "callId": "c1", "name": "grep", "arguments": "{}"},
+}
+
+
+def _field(key: str) -> st.SearchStrategy[Any]:
+    if key in ("turn", "step"):
+        valid: st.SearchStrategy[Any] = st.integers(min_value=1, max_value=MAX_SAFE_INTEGER)
+        return st.one_of(valid, valid, valid, st.sampled_from(HOSTILE_COUNTS))
+    valid = st.text(max_size=5)
+    return st.one_of(valid, valid, valid, st.sampled_from(HOSTILE_TEXTS))
+
+
+@st.composite
+def plain_candidates(draw: st.DrawFn) -> tuple[str, dict[Any, Any], bool]:
+    event_type = draw(st.sampled_from(sorted(PLAIN_PAYLOAD_SIZES)))
+    data: dict[Any, Any] = {
+        key: draw(_field(key)) for key in REQUIRED[event_type] if draw(st.integers(0, 19))
+    }
+    if draw(st.booleans()):
+        data.update(draw(st.dictionaries(keys, scalars, max_size=2)))
+    return event_type, data, draw(st.booleans())
+
+
+def _line(
+    event_type: str, data: dict[Any, Any], ignorable: bool, prescreened: bool
+) -> tuple[Any, ...]:
+    try:
+        encoded = encode_line(
+            event_type, 7, 1, data, ignorable, None, None, prescreened=prescreened
+        )
+    except LosslessJsonError as error:
+        return ("refused", error.reason, error.json_path, error.seq)
+    return ("accepted", encoded)
+
+
+def _prescreened(event_type: str, data: dict[Any, Any]) -> bool:
+    """What Session.append decides for a payload the check accepted."""
+    return len(data) == PLAIN_PAYLOAD_SIZES[event_type]
+
+
+@given(plain_candidates())
+def test_prescreened_payloads_encode_like_the_screened_encoder(
+    candidate: tuple[str, dict[Any, Any], bool],
+) -> None:
+    event_type, data, ignorable = candidate
+    try:
+        check_payload(event_type, data, 7)
+    except EventValidationError:
+        return  # refused before any encoding, on either path
+    prescreened = _prescreened(event_type, data)
+    assert _line(event_type, data, ignorable, prescreened) == _line(
+        event_type, data, ignorable, False
+    )
+
+
+def test_an_extra_field_is_never_prescreened() -> None:
+    # One more key than the required fields, holding anything at all: the line is the
+    # screened encoder's line, so a foreign value is refused exactly as without the shortcut.
+    for event_type, required in REQUIRED.items():
+        for extra in [*FOREIGN, float("nan"), -0.0, "plain"]:
+            data = {**required, "extra": extra}
+            check_payload(event_type, data, 7)
+            outcome = _line(event_type, data, False, _prescreened(event_type, data))
+            assert outcome == _line(event_type, data, False, False)
+            assert outcome[0] == ("accepted" if extra == "plain" else "refused"), extra
+
+
+def test_a_lone_surrogate_in_a_prescreened_payload_is_refused_with_its_path() -> None:
+    data = {**REQUIRED["tool/call"], "name": "grep\ud800"}
+    check_payload("tool/call", data, 7)
+    assert _prescreened("tool/call", data)
+    outcome = _line("tool/call", data, False, True)
+    assert outcome == ("refused", "string contains a lone surrogate", "data.name", 7)

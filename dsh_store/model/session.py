@@ -23,7 +23,7 @@ from .events import (
 from .header import SessionHeader
 from .lifecycle import LifecycleState
 from .messages import project
-from .shapes import EventFacts, check_payload
+from .shapes import PLAIN_PAYLOAD_SIZES, EventFacts, check_payload
 from .surface import SurfaceManager, SurfaceView
 from .vocabulary import KNOWN_TYPES, SURFACE_TYPES
 
@@ -338,7 +338,17 @@ class Session:
         stamp = self._clock()
         if _type_of(stamp) is not int or not 0 <= stamp <= MAX_SAFE_INTEGER:
             _clock_invalid(stamp, seq, type)
-        line = encode_line(type, seq, stamp, data, ignorable, sources, op)
+        plain_size = PLAIN_PAYLOAD_SIZES.get(type)
+        line = encode_line(
+            type,
+            seq,
+            stamp,
+            data,
+            ignorable,
+            sources,
+            op,
+            prescreened=plain_size is not None and len(data) == plain_size,
+        )
         event = make_event(type, seq, stamp, line, ignorable, op, sources, facts)
         events.append(event)
         self._events_view = None
