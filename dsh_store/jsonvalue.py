@@ -7,26 +7,27 @@ lists (tuples are written as arrays), ``str`` (valid Unicode, no lone surrogates
 Everything else is refused with a :class:`~dsh_store.errors.LosslessJsonError` naming the
 JSON path of the bad value, e.g. ``data.message.content[2].text``.
 
-Fast path: ``marshal.dumps`` refuses every object that is not an exact builtin type
-(subclasses, enums, UUIDs, datetimes, dataclasses, numpy scalars) in C, and ``orjson``
-refuses non-str keys, bytes, sets, cycles, excess depth and unsafe integers while it
-encodes. Only floats escape both (orjson writes NaN/Infinity as ``null`` and keeps
-``-0.0``). Marshal writes every float as its 8 IEEE-754 bytes (little-endian), so its
-output is searched instead: a non-finite float ends in ``F? 7F`` / ``F? FF`` and ``-0.0``
-is seven zero bytes then ``80``. Those byte tests are cheap ``memchr``-class searches and
-can only err towards suspicion (text, lengths or negative integers can contain the same
-bytes); a suspect value is re-checked on the JSON output (``null`` / ``-0.0``) and, if
-still suspect, by the iterative slow path. Any fast-path refusal re-runs the slow path,
-which finds the exact path and reason.
+Fast path: ``orjson`` encodes with options that send every subclass of ``str``, ``int``,
+``dict`` and ``list``, every dataclass and every datetime to a ``default`` that refuses it
+(as do subclasses of ``float`` and ``tuple`` and every type orjson does not know), and it
+refuses non-str keys, lone surrogates, cycles, excess depth and unsafe integers
+itself, all in C. What it still writes without complaint is an enum member (as its value),
+a ``uuid.UUID`` (as text), an ``orjson.Fragment`` (verbatim), NaN and ±Infinity (as
+``null``) and ``-0.0``. Those are found by a type screen of the accepted value: one
+``gc.get_referents`` call per nesting level collects the level's children (a dict's
+values, a list's or tuple's items; keys are already known to be exact ``str``), and the
+level's types must all be exact builtins. Only a level holding floats looks at the floats
+themselves. Anything the fast path refuses re-runs the iterative slow path
+(:func:`check_json`), which finds the exact path and reason.
 """
 
 from __future__ import annotations
 
-import marshal
+import gc
 import math
 import re
-from collections.abc import Iterator
-from typing import Any, Final
+from collections.abc import Callable, Iterator
+from typing import Any, Final, TypeGuard, cast
 
 import orjson
 
@@ -70,35 +71,43 @@ def _refuse_default(value: object) -> object:
     raise TypeError(type(value).__name__)
 
 
-_MARSHAL_VERSION: Final = 4  # >= 2 writes floats as raw IEEE-754 bytes; 4 is the fastest
-_NEGATIVE_ZERO_BYTES: Final = b"\x00\x00\x00\x00\x00\x00\x00\x80"
-_NONFINITE_SCAN_LIMIT: Final = 16  # candidate tail bytes examined before giving up
+_PLAIN_TYPES: Final = frozenset({dict, list, tuple, str, int, bool, type(None)})
+_all_plain: Final = _PLAIN_TYPES.issuperset
+_all_plain_or_float: Final = (_PLAIN_TYPES | {float}).issuperset
+# Typed as a guard so the filter below yields floats (it is isinstance(x, float) in C).
+_is_float: Final = cast(Callable[[object], TypeGuard[float]], float.__instancecheck__)
+_children: Final = gc.get_referents
+_isfinite: Final = math.isfinite
+_copysign: Final = math.copysign
+_LEVELS: Final = range(MAX_DEPTH + 1)
 
 
-def _image_float_suspect(image: bytes) -> bool:
-    """Whether the marshal output may hold NaN, ±Infinity or ``-0.0`` (never a false "no")."""
-    # Each single-byte ``in`` is a memchr; the rare hits get the precise look.
-    if b"\x80" in image and _NEGATIVE_ZERO_BYTES in image:
-        return True
-    for tail in (b"\x7f", b"\xff"):
-        if tail not in image:
-            continue
-        # A non-finite double's top two bytes are F0..FF then 7F (or FF when negative).
-        at = image.find(tail, 1)
-        for _ in range(_NONFINITE_SCAN_LIMIT):
-            if at < 0:
-                break
-            if image[at - 1] >= 0xF0:
-                return True
-            at = image.find(tail, at + 1)
-        else:
-            return True  # too many candidates to look at one by one: let the next check decide
-    return False
+def _screen_accepts(value: object) -> bool:
+    """Whether ``value``, which the fast encoder accepted, holds only exact builtin types
+    and only finite floats other than ``-0.0`` (exactly what :func:`check_json` accepts).
 
-
-def _float_suspect(encoded: bytes) -> bool:
-    # NaN and ±Infinity are written by orjson as null; -0.0 as "-0.0".
-    return b"null" in encoded or b"-0.0" in encoded
+    Relies on the encoder's acceptance: no cycles, no excess depth and only exact ``str``
+    keys, so a dict's children are its values (``gc.get_referents`` skips the keys of a
+    dict whose keys are all exact ``str``, and yields them as ``str`` otherwise).
+    """
+    # A container root is plain by the encoder's acceptance; start at its children.
+    kind = type(value)
+    level: tuple[object, ...] | list[object] = (
+        _children(value) if kind is dict or kind is list else (value,)
+    )
+    # Bounded by the encoder's depth limit, so a value another thread turns cyclic
+    # meanwhile ends in the slow path instead of an endless walk.
+    for _ in _LEVELS:
+        if not level:
+            return True
+        if not _all_plain(map(type, level)):
+            if not _all_plain_or_float(map(type, level)):
+                return False
+            for number in filter(_is_float, level):
+                if not _isfinite(number) or (number == 0.0 and _copysign(1.0, number) < 0.0):
+                    return False
+        level = _children(*level)
+    return not level
 
 
 def encode(
@@ -113,22 +122,20 @@ def encode(
     :raises LosslessJsonError: the value is not lossless JSON.
     """
     try:
-        # Refusing the unmarshallable is the point, hence the ignore.
-        image = marshal.dumps(value, _MARSHAL_VERSION)  # type: ignore[arg-type]
         encoded = orjson.dumps(
             value,
             default=_refuse_default,
             option=_OPTIONS_NEWLINE if newline else _OPTIONS,
         )
-    except (ValueError, TypeError, orjson.JSONEncodeError):
+    except orjson.JSONEncodeError:
         check_json(value, event_type=event_type, path=path)
-        # The slow path accepted what the fast path refused: only possible for a
-        # marshal limit (very deep but still legal nesting); encode it directly.
+        # Unreachable while both paths agree (the equivalence tests pin it); should they
+        # ever differ, the value is written by the plain strict encoder.
         return orjson.dumps(
             value,
             option=_SLOW_OPTIONS_NEWLINE if newline else orjson.OPT_STRICT_INTEGER,
         )
-    if _image_float_suspect(image) and _float_suspect(encoded):
+    if not _screen_accepts(value):
         check_json(value, event_type=event_type, path=path)
     return encoded
 

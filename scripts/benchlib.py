@@ -48,6 +48,22 @@ def median_seconds(run: Callable[[], object], repeats: int = 5) -> float:
     return statistics.median(samples)
 
 
+def alternating_medians(works: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median wall time of each work, all run in turn ``repeats`` times (one warm-up round).
+
+    Round-robin order keeps load drift on a shared machine out of the ratios between them.
+    """
+    for work in works.values():
+        work()
+    samples: dict[str, list[float]] = {name: [] for name in works}
+    for _ in range(repeats):
+        for name, work in works.items():
+            start = time.perf_counter()
+            work()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def write_v4_log(path: Path, target_bytes: int, session_id: str) -> tuple[int, int]:
     """Write limits.py's ``write_log`` output behind a v4 header line; return (events, bytes).
 

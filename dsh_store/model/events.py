@@ -31,6 +31,7 @@ _ENVELOPE_KEYS: Final = frozenset(
     {"type", "seq", "time", "data", "ignorable", "sourceEventSeqs", "surfaceOp"}
 )
 _RUN: Final = 3  # runs of at least this many consecutive seqs are written as [start, end]
+_STRICT_LINE: Final = orjson.OPT_STRICT_INTEGER | orjson.OPT_APPEND_NEWLINE
 
 
 class SurfaceReplace(NamedTuple):
@@ -489,8 +490,15 @@ def encode_line(
     ignorable: bool,
     sources: tuple[int, ...] | None,
     op: SurfaceOp | None,
+    *,
+    prescreened: bool = False,
 ) -> bytes:
-    """Encode the envelope once, keys in canonical order, range pairs applied."""
+    """Encode the envelope once, keys in canonical order, range pairs applied.
+
+    ``prescreened`` says the caller has proven every value of the envelope an exact ``str``,
+    ``int`` or ``bool`` (a payload of :data:`~.shapes.PLAIN_PAYLOAD_SIZES`), so the strict
+    encoder alone decides; on any refusal the full lossless encoder names the problem.
+    """
     envelope: dict[str, Any] = {"type": event_type, "seq": seq, "time": time, "data": data}
     if ignorable:
         envelope["ignorable"] = True
@@ -498,6 +506,11 @@ def encode_line(
         envelope["sourceEventSeqs"] = encode_source_seqs(sources)
     if op is not None:
         envelope["surfaceOp"] = op.to_json() if type(op) is SurfaceReplace else op
+    if prescreened:
+        try:
+            return orjson.dumps(envelope, option=_STRICT_LINE)
+        except orjson.JSONEncodeError:
+            pass  # a lone surrogate in a str: the lossless encoder below names it
     try:
         return jsonvalue.encode(envelope, event_type=event_type, path="", newline=True)
     except LosslessJsonError as error:

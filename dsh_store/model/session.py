@@ -32,7 +32,7 @@ from .projections import (
     projection_types,
     run_projection,
 )
-from .shapes import EventFacts, check_payload
+from .shapes import PLAIN_PAYLOAD_SIZES, EventFacts, check_payload
 from .surface import SurfaceManager, SurfaceView
 from .tools import ToolHistoryFold
 from .vocabulary import KNOWN_TYPES, SURFACE_TYPES
@@ -437,7 +437,17 @@ class Session:
         stamp = self._clock()
         if _type_of(stamp) is not int or not 0 <= stamp <= MAX_SAFE_INTEGER:
             _clock_invalid(stamp, seq, type)
-        line = encode_line(type, seq, stamp, data, ignorable, sources, op)
+        plain_size = PLAIN_PAYLOAD_SIZES.get(type)
+        line = encode_line(
+            type,
+            seq,
+            stamp,
+            data,
+            ignorable,
+            sources,
+            op,
+            prescreened=plain_size is not None and len(data) == plain_size,
+        )
         event = make_event(type, seq, stamp, line, ignorable, op, sources, facts)
         changed = None
         if type in self._projection_kinds:

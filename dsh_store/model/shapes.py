@@ -14,7 +14,7 @@ from typing import Any, Final, NamedTuple, NoReturn
 from ..jsonvalue import MAX_SAFE_INTEGER
 from ._checks import fail, is_count, is_positive, is_text
 
-__all__ = ["EventFacts", "check_payload"]
+__all__ = ["PLAIN_PAYLOAD_SIZES", "EventFacts", "check_payload"]
 
 _REQUEST_REASONS: Final = frozenset({"initial", "resume", "change", "series"})
 
@@ -451,6 +451,11 @@ def _fast_request_header(data: Any) -> EventFacts | None:
 
 
 _PRESENT: Final = object()
+
+PLAIN_PAYLOAD_SIZES: Final = {"turn/start": 1, "step/start": 2, "step/end": 2, "tool/call": 5}
+"""Types whose payload, once :func:`check_payload` accepted it with exactly this many keys,
+holds nothing but its required fields, each checked to be an exact ``int`` or ``str``: the
+lossless encoder's type screen has nothing left to find in it."""
 
 _FAST: Final = {
     "turn/start": _fast_turn,
