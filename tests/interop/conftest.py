@@ -94,6 +94,9 @@ def _write(upstream: Upstream, root: Path, packed: bool, rng: random.Random) -> 
     second.turn(ignorable, 2, stop="not-started")
     second.resume(resumed)
     second.turn(resumed, 2)
+    second.fork(resumed, "forked-mid", {"turnEnd": 1})  # inside the log: turn 2 follows
+    second.turn("forked-mid", 2, stop=rng.choice(OPEN_STOPS))
+    sessions.append("forked-mid")
     second.turn(resumed, 3, stop="mid-stream")
     run_driver(upstream, {**base, "clock": CLOCK + 10_000_000, "actions": second.actions})
     return Written(root, packed, tuple(sessions), frozenset(lenient))

@@ -100,9 +100,16 @@ async function write(command) {
         adopt(action.id, ctx.sessions.create(action.id, { seed, meta: { cwd: meta.cwd, createdAt: meta.createdAt } }));
         break;
       }
-      case 'fork':
-        adopt(action.child, ctx.sessions.fork(live.get(action.id), action.boundary ?? undefined, action.child));
+      case 'fork': {
+        // boundary: an event seq, {"turnEnd": k} for the k-th turn/end, or null for the end.
+        const source = live.get(action.id);
+        let boundary = action.boundary ?? undefined;
+        if (typeof boundary === 'object' && boundary !== undefined) {
+          boundary = source.events.filter((event) => event.type === 'turn/end')[boundary.turnEnd - 1].seq;
+        }
+        adopt(action.child, ctx.sessions.fork(source, boundary, action.child));
         break;
+      }
       case 'append': {
         const session = live.get(action.id);
         const opts = {};

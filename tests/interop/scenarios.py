@@ -36,7 +36,9 @@ class Script:
     def resume(self, session: str) -> None:
         self.actions.append({"do": "resume", "id": session})
 
-    def fork(self, source: str, child: str, boundary: int | None = None) -> None:
+    def fork(self, source: str, child: str, boundary: int | dict[str, int] | None = None) -> None:
+        """Fork ``source`` through ``boundary``: a seq, ``{"turnEnd": k}`` (its k-th
+        ``turn/end``) or None (its last event)."""
         self.actions.append({"do": "fork", "id": source, "child": child, "boundary": boundary})
 
     def append(self, session: str, kind: str, data: Any, **extra: Any) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from dsh_store.jsonl.scan import LogScanner
 from tests.interop.conftest import SEED, Written, inspect_all
 from tests.interop.harness import ours, run_driver, spawn_driver, theirs
 from tests.interop.scenarios import Script
@@ -78,7 +79,7 @@ def _kill_one(upstream: Upstream, root: Path, rng: random.Random, packed: bool) 
 def test_sigkilled_upstream_writers_leave_logs_both_readers_agree_on(
     upstream: Upstream, tmp_path: Path
 ) -> None:
-    states = 0
+    states = interrupted = torn = 0
     for kill in range(KILLS):
         rng = random.Random(f"{SEED}-kill-{kill}")
         packed = kill % 2 == 0
@@ -91,6 +92,8 @@ def test_sigkilled_upstream_writers_leave_logs_both_readers_agree_on(
             upstream_verdict = theirs(reports[session])
             our_verdict = ours(store.log(session))
             assert our_verdict.structure == upstream_verdict.structure, where
+            interrupted += bool(upstream_verdict.closers)
+            torn += LogScanner(store.log(session)).exhaust().torn is not None
             if not upstream_verdict.tool_closers:
                 assert our_verdict.conversation == upstream_verdict.conversation, where
             states += 1
@@ -101,8 +104,12 @@ def test_sigkilled_upstream_writers_leave_logs_both_readers_agree_on(
             assert upstream_verdict.accepted and upstream_verdict.closers == (), where
             assert ours(store.log(session)).structure == upstream_verdict.structure, where
             states += 1
-    print(f"\nSIGKILL: {KILLS} kills, {states} crash states compared (seed {SEED})")
+    print(
+        f"\nSIGKILL: {KILLS} kills, {states} crash states compared, "
+        f"{interrupted} logs left with an open turn, {torn} with a torn line (seed {SEED})"
+    )
     assert states >= KILLS
+    assert interrupted >= KILLS // 2  # the kills land mid-session, not between sessions
 
 
 @pytest.mark.requires("upstream")
@@ -127,5 +134,10 @@ def test_the_driver_writes_zstd_logs_upstream_reads_back(
 
 @pytest.mark.skip(reason="zstd encoding not implemented")
 def test_zstd_logs_and_kills_agree_with_upstream() -> None:
-    """Sweeps and SIGKILLs of zstd logs, compared as for raw logs (not marked ``requires``:
-    an unconditional skip must not fail CI while the encoding is missing)."""
+    """Sweeps and SIGKILLs of zstd logs, compared as for raw logs.
+
+    Not marked ``requires``: an unconditional skip must not fail CI while the encoding is
+    missing. To enable: pass ``"compression": "zstd"`` in ``conftest._write`` and
+    ``_kill_one`` for a zstd copy of each store, sweep those logs too (the driver's sweep
+    writes the prefix to ``session.jsonl.zstd``), and drop this test.
+    """

@@ -30,6 +30,8 @@ from tests.interop.upstream import Upstream
 pytestmark = pytest.mark.requires("upstream")
 
 INTERIOR_SAMPLE = 150
+SWEEP_BATCH = 1000
+"""Offsets per driver run (each run stays well inside the driver timeout)."""
 SWEPT = [
     (True, "complete"),
     (True, "open-outcome-unknown"),
@@ -84,10 +86,12 @@ def cuts(
             "id": session,
             "cwd": CWD,
             "source": str(source),
-            "offsets": chosen,
             "messages": True,
         }
-        reports = run_driver(upstream, command)["results"]
+        reports = []
+        for start in range(0, len(chosen), SWEEP_BATCH):
+            batch = chosen[start : start + SWEEP_BATCH]
+            reports += run_driver(upstream, {**command, "offsets": batch})["results"]
         prefix = scratch / "ours" / "--home-dev-project--" / session / "session.jsonl"
         prefix.parent.mkdir(parents=True)
         for offset, report in zip(chosen, reports, strict=True):

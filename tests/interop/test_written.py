@@ -3,8 +3,9 @@
 Two store roots are written through DSH's own SessionStore and JSONL backend (raw encoding,
 packed chunk rows on and off): complete sessions, sessions left open at each crash point
 (tool requested but not started, tool started without result, mid-stream, step open, turn
-open), a fork, a resume in a second process, a log with the user message before the first
-step, and one with an unknown ``ignorable`` event. For every session, upstream's own
+open), a fork at the end of a log and one inside a resumed log, a resume in a second
+process, a log with the user message before the first step, and one with an unknown
+``ignorable`` event. For every session, upstream's own
 ``inspect`` is compared with dsh-store's ``read_log`` as described in
 ``tests/interop/__init__.py``; upstream's ``load`` (which commits its repair) is then
 compared with dsh-store reading the repaired file; and both ``list`` results are compared.

@@ -13,7 +13,8 @@ reason (no npm, registry unreachable, install failed or timed out). The install 
 where the key hashes the pinned versions and the platform, so a rerun reuses it. It is
 built in a temporary sibling directory, checked (the node binary runs and reports 22.x,
 every package is present) and only then renamed into place, so an install killed midway is
-never taken for a complete one; leftovers of killed installs older than an hour are removed.
+never taken for a complete one; leftovers of killed installs older than an hour are removed,
+and a cache that no longer passes the check is set aside and installed again.
 """
 
 from __future__ import annotations
@@ -177,7 +178,14 @@ def install(*, timeout_s: float = DEFAULT_TIMEOUT_S) -> Upstream:
     """
     final = cache_dir()
     if (final / _COMPLETE).is_file():
-        return _check(final)
+        try:
+            return _check(final)
+        except UpstreamUnavailable:
+            # A damaged cache (a file removed, a binary that no longer runs): set it aside
+            # as a stale temp, removed by a later install, and install afresh.
+            aside = final.parent / f"{final.name}.tmp-damaged-{os.getpid()}"
+            final.rename(aside)
+            os.utime(aside, (0, 0))
     npm = shutil.which("npm")
     if npm is None:
         raise UpstreamUnavailable("npm not found on PATH")
