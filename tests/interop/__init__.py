@@ -9,15 +9,17 @@ Every test is marked ``@pytest.mark.requires("upstream")``: it skips with one li
 or the registry is unreachable or the install fails, and ``.ci/run`` (which requires
 ``upstream``) turns such a skip into a failure. The install runs once per test session,
 with a timeout (``DSH_STORE_UPSTREAM_TIMEOUT``, default 300 s). Everything random is drawn
-from one seed, printed in pytest's header and in every assertion; set
-``DSH_STORE_INTEROP_SEED`` to rerun a failure. The written logs are byte-identical for one
-seed (the driver gets a deterministic clock and flushes only where the script says), so a
-failing file is reproduced exactly; only the SIGKILL points depend on timing.
+from one seed, printed in every assertion (and in pytest's header when ``tests/interop`` is
+named on the command line); set ``DSH_STORE_INTEROP_SEED`` to rerun a failure. The written
+logs are byte-identical for one seed (the driver gets a deterministic clock and flushes only
+where the script says), so a failing file is reproduced exactly; only the SIGKILL points
+depend on timing.
 
 Modules: ``test_written`` (the sessions upstream wrote, its repair, ``list``, identity
 binding), ``test_truncation`` (prefix sweeps), ``test_kills`` (real SIGKILLs of the
 upstream writer, and the driver's zstd switch), ``test_damage`` (hand-made damage to logs
-and roots, with the known departures listed in its docstring).
+and roots, with the known departures listed in its docstring), ``test_install`` (an install
+killed by SIGKILL, a damaged cache).
 
 The comparison, per log (upstream ``inspect`` + ``readFrom`` + ``deriveMessages`` against
 dsh-store ``read_log`` of the same bytes, which migrates the format-0 log to v4 in memory):
