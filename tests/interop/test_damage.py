@@ -1,0 +1,180 @@
+"""Hand-made damage to an upstream-written log, and to its store root, judged by both sides.
+
+Beyond truncation: line-ending and trailing-byte variants, blank lines, a complete but
+defective last line, unknown event types, and store roots holding things that are not
+sessions. Each case compares verdict, events kept and closers (``inspect``) or the listed
+ids (``list``), as ``tests/interop/__init__.py`` describes.
+
+Known departures, deliberately not asserted here (upstream's behaviour on the left):
+
+- a leading UTF-8 BOM: upstream refuses the header; dsh-store skips it (finding ``bom``);
+- a header without ``delegationDepth``: upstream refuses it; dsh-store reads it as 0 (a
+  finding), as early format-0 builds wrote such headers;
+- a complete last line that breaks the seq order *and itself holds a ``turn/end``*:
+  upstream refuses it as committed corruption, dsh-store cuts it as a crash tail;
+- a header with an unknown extra field: upstream tolerates it, dsh-store refuses it;
+- numbers no upstream writer produces (``1.0``, ``1e3``, ``2.0`` as seq) are integers to
+  upstream's JSON parser and floats to dsh-store's;
+- ``list``: upstream fails the whole listing on a flat ``<project>/<id>.jsonl`` file, an
+  artifact of the other encoding or a header naming another path, and lists a header of a
+  newer version; dsh-store leaves out what it cannot list and lists what it can.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dsh_store.store import JsonlStore
+from tests.interop.conftest import SEED, Written, inspect_all
+from tests.interop.harness import ours, run_driver, theirs
+from tests.interop.upstream import Upstream
+
+pytestmark = pytest.mark.requires("upstream")
+
+SESSION = "complete"
+
+
+def _compact(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _lines(data: bytes) -> list[bytes]:
+    return data.split(b"\n")[:-1]
+
+
+def _after_last(extra: Callable[[int, int], list[object]]) -> Callable[[bytes], bytes]:
+    """A mutation appending the rows ``extra(next_seq, last_time)``."""
+
+    def mutate(data: bytes) -> bytes:
+        last = json.loads(_lines(data)[-1])
+        rows = extra(last["seq"] + 1, last["time"])
+        return data + b"".join(_compact(row) + b"\n" for row in rows)
+
+    return mutate
+
+
+def _blank_line_inside(data: bytes) -> bytes:
+    lines = _lines(data)
+    return b"\n".join([*lines[:5], b"", *lines[5:]]) + b"\n"
+
+
+def _indented_row(data: bytes) -> bytes:
+    lines = _lines(data)
+    return b"\n".join([*lines[:3], b"  " + lines[3], *lines[4:]]) + b"\n"
+
+
+def _duplicate_key(data: bytes) -> bytes:
+    lines = _lines(data)
+    row = json.loads(lines[3])
+    doubled = lines[3][:-1] + b',"type":' + json.dumps(row["type"]).encode() + b"}"
+    return b"\n".join([*lines[:3], doubled, *lines[4:]]) + b"\n"
+
+
+MUTATIONS: dict[str, Callable[[bytes], bytes]] = {
+    "crlf-everywhere": lambda data: data.replace(b"\n", b"\r\n"),
+    "crlf-last-line": lambda data: data[:-1] + b"\r\n",
+    "zero-fill-tail": lambda data: data + b"\0" * 64,
+    "zero-fill-line-tail": lambda data: data + b"\0" * 64 + b"\n",
+    "garbage-line-tail": lambda data: data + b"garbage\n",
+    "blank-line-at-end": lambda data: data + b"\n",
+    "blank-line-inside": _blank_line_inside,
+    "indented-row": _indented_row,
+    "duplicate-key": _duplicate_key,
+    "unknown-required-event-at-end": _after_last(
+        lambda seq, time: [{"type": "plugin-notes/marker", "seq": seq, "time": time, "data": {}}]
+    ),
+    "known-type-marked-ignorable": _after_last(
+        lambda seq, time: [
+            {
+                "type": "todo/write",
+                "seq": seq,
+                "time": time,
+                "data": {"todos": []},
+                "ignorable": True,
+            }
+        ]
+    ),
+    "seq-gap-then-no-turn-end": _after_last(
+        lambda seq, time: [
+            {"type": "turn/start", "seq": seq + 1, "time": time, "data": {"turn": 3}}
+        ]
+    ),
+    "seq-gap-then-turn-end": _after_last(
+        lambda seq, time: [
+            {"type": "turn/start", "seq": seq + 1, "time": time, "data": {"turn": 3}},
+            {
+                "type": "turn/end",
+                "seq": seq + 2,
+                "time": time,
+                "data": {"turn": 3, "reason": {"kind": "completed"}},
+            },
+        ]
+    ),
+    "open-turn-then-torn-line": lambda data: (
+        _after_last(
+            lambda seq, time: [
+                {"type": "turn/start", "seq": seq, "time": time, "data": {"turn": 3}}
+            ]
+        )(data)
+        + b'{"type":"turn/e'
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTATIONS))
+def test_damaged_logs_get_the_same_verdict(
+    upstream: Upstream, written: dict[bool, Written], tmp_path: Path, name: str
+) -> None:
+    store = written[True]
+    source = store.log(SESSION)
+    root = tmp_path / "store"
+    log = root / source.parent.parent.name / SESSION / "session.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(MUTATIONS[name](source.read_bytes()))
+    upstream_verdict = theirs(inspect_all(upstream, root, (SESSION,))[SESSION])
+    our_verdict = ours(log, messages=False)
+    assert our_verdict.structure == upstream_verdict.structure, f"{name} of {log} (seed {SEED})"
+
+
+def _header_of(written: Written, session_id: str, **changes: object) -> bytes:
+    header = json.loads(written.log(SESSION).read_bytes().split(b"\n")[0])
+    return _compact({**header, "id": session_id, **changes}) + b"\n"
+
+
+ROOT_CASES: dict[str, Callable[[Written], dict[str, bytes | None]]] = {
+    "empty-session-dir": lambda w: {"x": None},
+    "junk-transcript": lambda w: {"x/session.jsonl": b"junk\n"},
+    "empty-transcript": lambda w: {"x/session.jsonl": b""},
+    "header-without-newline": lambda w: {"x/session.jsonl": _header_of(w, "x")[:-1]},
+    "header-only": lambda w: {"x/session.jsonl": _header_of(w, "x")},
+    "publish-temp-leftover": lambda w: {
+        f"{SESSION}/session.jsonl.0123456789ab.tmp": w.log(SESSION).read_bytes()
+    },
+    "other-files-in-session-dir": lambda w: {f"{SESSION}/notes.txt": b"hello\n"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROOT_CASES))
+def test_listing_a_root_with_non_sessions_agrees(
+    upstream: Upstream, written: dict[bool, Written], tmp_path: Path, name: str
+) -> None:
+    store = written[True]
+    root = tmp_path / "store"
+    shutil.copytree(store.root, root)
+    project = root / store.log(SESSION).parent.parent.name
+    for relative, content in ROOT_CASES[name](store).items():
+        path = project / relative
+        if content is None:
+            path.mkdir(parents=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+    listed = run_driver(upstream, {"op": "list", "root": str(root)})
+    assert "error" not in listed, listed["error"]
+    upstream_ids = sorted(header["id"] for header in listed["headers"])
+    assert sorted(header.id for header in JsonlStore(root).list()) == upstream_ids, name
