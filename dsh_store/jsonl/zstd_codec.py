@@ -19,10 +19,18 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Iterable, Iterator
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import CorruptFrameError, ZstdUnavailableError
-from .zstd_frames import MAGIC, FrameDefect, FrameScanner, FrameSpan, TornFrame, ZeroFill
+from .zstd_frames import (
+    MAGIC,
+    FrameDefect,
+    FrameScanner,
+    FrameSpan,
+    TornFrame,
+    ZeroFill,
+    open_log,
+)
 
 if TYPE_CHECKING:
     import zstandard
@@ -165,9 +173,9 @@ class ZstdLogReader:
         """Yield each data frame's lines; raise CorruptFrameError when ``strict``."""
         zstd = _zstd(self.path)
         decompressor = zstd.ZstdDecompressor()
-        scanner = FrameScanner(self._source)
         self.outcome = None
         read = _Reader(self._source)
+        scanner = FrameScanner(self._source if read.fd is None else read.fd)
         index = 0
         skipped: list[tuple[int, int]] = []
         defect: FrameDefect | None = None
@@ -244,11 +252,11 @@ class _Reader:
 
     def __init__(self, source: str | os.PathLike[str] | bytes) -> None:
         self._data: bytes | None = None
-        self._fd: int | None = None
+        self.fd: int | None = None
         if isinstance(source, bytes):
             self._data = source
         else:
-            self._fd = os.open(os.fspath(source), os.O_RDONLY | os.O_CLOEXEC)
+            self.fd = open_log(os.fspath(source))
 
     def __call__(self, span: FrameSpan) -> bytes:
         return self.range(span.offset, span.end)
@@ -256,13 +264,13 @@ class _Reader:
     def range(self, start: int, end: int) -> bytes:
         if self._data is not None:
             return self._data[start:end]
-        assert self._fd is not None
-        return os.pread(self._fd, end - start, start)
+        assert self.fd is not None
+        return os.pread(self.fd, end - start, start)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _decode_complete(
@@ -371,6 +379,13 @@ def _decode_torn(decompressor: Any, zstd: Any, read: _Reader, torn: TornFrame) -
     return plaintext[: plaintext.rfind(b"\n") + 1].split(b"\n")[:-1]
 
 
+class BytesSink(Protocol):
+    """Where :func:`decode_into` writes: a binary file, a ``BytesIO``, a pipe."""
+
+    def write(self, data: bytes, /) -> object:
+        """Take the next bytes."""
+
+
 class DecodedLog(NamedTuple):
     """A zstd log as the equivalent raw JSONL bytes, and what the read found."""
 
@@ -378,7 +393,7 @@ class DecodedLog(NamedTuple):
     outcome: ZstdScanOutcome
 
 
-def decode_into(source: str | os.PathLike[str] | bytes, sink: IO[bytes]) -> ZstdScanOutcome:
+def decode_into(source: str | os.PathLike[str] | bytes, sink: BytesSink) -> ZstdScanOutcome:
     """Write the log's plaintext to ``sink``: every valid frame, then a torn final frame's
     complete lines. Never raises for a damaged log: a defect ends the output there and is
     in the outcome. Memory is one frame."""

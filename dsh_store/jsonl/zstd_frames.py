@@ -26,8 +26,11 @@ stepped over and listed as :class:`FrameSpan` with ``skippable=True``.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from typing import NamedTuple
+
+from ..errors import NotASessionError
 
 __all__ = [
     "BLOCK_SIZE_MAX",
@@ -37,6 +40,7 @@ __all__ = [
     "FrameSpan",
     "TornFrame",
     "ZeroFill",
+    "open_log",
 ]
 
 MAGIC = b"\x28\xb5\x2f\xfd"
@@ -149,13 +153,16 @@ class FrameScanner:
     at a defect. Reads never go past the size the file had when the scan opened it.
     """
 
-    def __init__(self, source: str | os.PathLike[str] | bytes) -> None:
+    def __init__(self, source: str | os.PathLike[str] | bytes | int) -> None:
+        self._fd: int | None = None
+        self._data: bytes | None = None
+        self.path: str | None = None
         if isinstance(source, bytes):
-            self.path: str | None = None
-            self._data: bytes | None = source
+            self._data = source
+        elif isinstance(source, int):
+            self._fd = source  # the caller's open descriptor; it stays open
         else:
             self.path = os.fspath(source)
-            self._data = None
         self._reset()
 
     def _reset(self) -> None:
@@ -172,8 +179,11 @@ class FrameScanner:
         if self._data is not None:
             yield from self._walk(_Source(None, self._data, len(self._data)))
             return
+        if self._fd is not None:
+            yield from self._walk(_Source(self._fd, None, os.fstat(self._fd).st_size))
+            return
         assert self.path is not None
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_log(self.path)
         try:
             yield from self._walk(_Source(fd, None, os.fstat(fd).st_size))
         finally:
@@ -218,6 +228,21 @@ class FrameScanner:
             )
         else:
             self.defect = FrameDefect(offset, bad.at, bad.rule, bad.detail)
+
+
+def open_log(path: str) -> int:
+    """Open a log for reading; only a regular file passes (a FIFO never blocks the open).
+
+    :raises NotASessionError: the path is a directory, FIFO, socket or device.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotASessionError(path, "not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _first_nonzero(source: _Source, offset: int) -> int | None:

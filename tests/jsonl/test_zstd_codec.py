@@ -15,7 +15,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_store.errors import CorruptFrameError, CorruptLogError, ZstdUnavailableError
+from dsh_store.errors import (
+    CorruptFrameError,
+    CorruptLogError,
+    NotASessionError,
+    ZstdUnavailableError,
+)
 from dsh_store.jsonl.zstd_codec import (
     FrameEncoder,
     ZstdLogReader,
@@ -403,3 +408,11 @@ def test_import_dsh_store_does_not_import_the_binding_and_a_missing_one_is_named
         timeout=60,
     )
     assert "pip install 'dsh-store[zstd]'" in done.stdout
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "session.jsonl.zstd"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        with pytest.raises(NotASessionError, match="not a regular file"):
+            decode_log(path)
