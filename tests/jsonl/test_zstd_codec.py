@@ -416,3 +416,42 @@ def test_only_regular_files_are_read(tmp_path: Path) -> None:
     for path in (fifo, tmp_path):
         with pytest.raises(NotASessionError, match="not a regular file"):
             decode_log(path)
+
+
+def test_a_torn_write_followed_by_zero_fill_reads_as_a_torn_frame() -> None:
+    # A power cut after the size of an append reached the disk but only its first page did:
+    # the frame's start, then zeros. Zero block headers never end a frame, so it is torn.
+    batch = b"".join(
+        event_line(seq, "assistant/chunk", delta=hashlib.sha256(b"%d" % seq).hexdigest())
+        for seq in range(3000)
+    )
+    log, spans = build_log([event_line(0), batch])
+    start, end = spans[2]
+    damaged = log[: start + 4096] + bytes(end - start - 4096)
+    decoded = decode_log(damaged)
+    assert (decoded.outcome.state, decoded.outcome.tail_offset) == ("torn", start)
+    assert (
+        _lines(decoded.raw)
+        == _lines(HEADER + event_line(0))[:2] + _lines(batch)[: decoded.outcome.recovered_lines]
+    )
+
+
+def test_frames_without_a_checksum_are_decoded_and_counted() -> None:
+    import zstandard
+
+    log, _ = build_log()
+    plain = zstandard.ZstdCompressor(write_checksum=False).compress(b"1\n")
+    outcome = decode_log(log + plain).outcome
+    assert (outcome.state, outcome.unchecked, outcome.frames) == ("complete", 1, 6)
+
+
+def test_an_empty_file_decodes_to_nothing_and_garbage_at_byte_zero_is_corrupt() -> None:
+    empty = decode_log(b"")
+    assert (empty.raw, empty.outcome.state, empty.outcome.frames) == (b"", "complete", 0)
+    garbage = decode_log(b'{"type":"session"}\n').outcome
+    assert garbage.state == "corrupt" and garbage.defect is not None
+    assert (garbage.defect.offset, garbage.defect.rule, garbage.defect_frame) == (
+        0,
+        "zstd-bad-magic",
+        0,
+    )
