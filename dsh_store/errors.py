@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AmbiguousSessionError",
     "ConcurrentModificationError",
+    "CorruptFrameError",
     "CorruptLogError",
     "DemoRootError",
     "DshStoreError",
@@ -39,6 +40,7 @@ __all__ = [
     "StorageError",
     "UnsupportedVersionError",
     "WriterBrokenError",
+    "ZstdUnavailableError",
 ]
 
 
@@ -555,4 +557,43 @@ class ForkedSessionError(DshStoreError):
             session_id=session_id,
             owner_pid=owner_pid,
             pid=pid,
+        )
+
+
+class ZstdUnavailableError(DshStoreError, ImportError):
+    """A ``.jsonl.zstd`` log was to be decoded or encoded, but no zstd binding is installed."""
+
+    path: str | None
+
+    def __init__(self, path: str | None = None) -> None:
+        what = f"{path}: " if path else ""
+        super().__init__(
+            f"{what}reading or writing zstd session logs needs the zstd extra: "
+            "pip install 'dsh-store[zstd]'",
+            path=path,
+        )
+
+
+class CorruptFrameError(CorruptLogError):
+    """A complete zstd frame failed validation, or bytes at a frame boundary are no frame.
+
+    ``offset`` is the byte offset of the frame (where a salvage would cut), ``frame`` its
+    0-based index among the log's frames, ``rule`` names the check (``zstd-checksum``,
+    ``zstd-bad-magic``, ``zstd-frame-lines``, ...). The file is left byte-identical.
+    """
+
+    frame: int
+
+    def __init__(self, path: str, detail: str, *, offset: int, frame: int, rule: str) -> None:
+        DshStoreError.__init__(
+            self,
+            f"{path} (byte {offset}, frame {frame}): corrupt session log: {detail} [{rule}]; "
+            f"the file was not modified and the frames before byte {offset} are intact",
+            path=path,
+            line=None,
+            offset=offset,
+            seq=None,
+            rule=rule,
+            detail=detail,
+            frame=frame,
         )

@@ -1,0 +1,214 @@
+"""Benchmark primitives of the zstd encoding: frame encode and decode throughput, size ratio.
+
+Run ``python scripts/bench_zstd.py [--quick] [--levels 1,3,6] [--compare-bindings]``; nothing
+here asserts a time. The input is the 50 MB v4 mix of ``bench/limits.py`` (10 MB with
+``--quick``) cut into batches where DSH flushes: after each ``request/header``, ``tool/call``,
+``step/end`` and ``turn/end`` (its semantic checkpoints), one frame per batch. Rows:
+
+- encode: plaintext MB/s of :class:`FrameEncoder` building every frame, per level;
+- decode: plaintext MB/s of :func:`decode_into` reading the whole log file (structural scan,
+  checksummed decoding, line split), and the same time as a ratio to the raw
+  :class:`LogScanner` pass over the raw file (a lower bound of what zstd adds to a restore);
+- size: bytes on disk zstd ÷ raw, per level, and for one frame per event (the worst case);
+- with ``--compare-bindings``: the same encode/decode with ``backports.zstd`` (the
+  standard library's ``compression.zstd`` API, which ``pyzstd`` 0.20 wraps) when installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchlib import Report, write_v4_log
+
+from dsh_store.jsonl.scan import LogScanner
+from dsh_store.jsonl.zstd_codec import DEFAULT_LEVEL, FrameEncoder, decode_into
+
+CHECKPOINTS = (
+    b'"type":"request/header"',
+    b'"type":"tool/call"',
+    b'"type":"step/end"',
+    b'"type":"turn/end"',
+)
+
+
+class _Null:
+    """A sink that only counts (decoding is measured, not writing)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+
+def checkpoint_batches(raw: bytes) -> tuple[bytes, list[bytes]]:
+    """The header line and the batches of a raw log, cut after each DSH checkpoint event."""
+    header, _, body = raw.partition(b"\n")
+    batches: list[bytes] = []
+    current: list[bytes] = []
+    for line in body.split(b"\n")[:-1]:
+        current.append(line + b"\n")
+        if any(mark in line[:48] for mark in CHECKPOINTS):
+            batches.append(b"".join(current))
+            current = []
+    if current:
+        batches.append(b"".join(current))
+    return header + b"\n", batches
+
+
+def encode_frames(header: bytes, batches: list[bytes], level: int) -> list[bytes]:
+    """Every frame of the log, built with one :class:`FrameEncoder`."""
+    encoder = FrameEncoder(level)
+    return [encoder.header_frame(header), *map(encoder.batch_frame, batches)]
+
+
+def _best_of(runs: int, work: Callable[[], object]) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        work()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def decode_seconds(path: Path) -> float:
+    """Seconds for :func:`decode_into` to read the whole log (complete frames only)."""
+    start = time.perf_counter()
+    outcome = decode_into(path, _Null())
+    elapsed = time.perf_counter() - start
+    if outcome.state != "complete":
+        raise RuntimeError(f"{path}: {outcome}")
+    return elapsed
+
+
+def _backports_codec() -> tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]] | None:
+    """(encode, decode) of one frame with backports.zstd, or None when not installed."""
+    try:
+        zstd: Any = importlib.import_module("backports.zstd")
+    except ImportError:
+        return None
+    parameter = zstd.CompressionParameter
+    compressor = zstd.ZstdCompressor(
+        options={parameter.compression_level: DEFAULT_LEVEL, parameter.checksum_flag: 1}
+    )
+
+    def encode(data: bytes) -> bytes:
+        frame: bytes = compressor.compress(data, mode=zstd.ZstdCompressor.FLUSH_FRAME)
+        return frame
+
+    def decode(frame: bytes) -> bytes:
+        decompressor = zstd.ZstdDecompressor()  # one per frame: it cannot be reused
+        plaintext: bytes = decompressor.decompress(frame)
+        if not decompressor.eof or decompressor.unused_data:
+            raise RuntimeError("not one whole frame")
+        return plaintext
+
+    return encode, decode
+
+
+def _compare_bindings(
+    report: Report, header: bytes, batches: list[bytes], megabytes: float, rounds: int
+) -> None:
+    """Decode and encode the same frames with both bindings, alternating, medians of rounds."""
+    codec = _backports_codec()
+    if codec is None:
+        report.value("backports.zstd", "not installed")
+        return
+    encode_one, decode_one = codec
+    zstandard: Any = importlib.import_module("zstandard")
+    decompressor = zstandard.ZstdDecompressor()
+    encoder = FrameEncoder()
+    frames = [encoder.header_frame(header), *map(encoder.batch_frame, batches)]
+    if [decode_one(frame) for frame in frames] != [header, *batches]:
+        raise RuntimeError("backports.zstd decoded other bytes")
+    sides: dict[str, Callable[[], object]] = {
+        "decode, zstandard (one context reused)": lambda: [
+            decompressor.decompressobj().decompress(frame) for frame in frames
+        ],
+        "decode, backports.zstd (one decompressor per frame)": lambda: [
+            decode_one(frame) for frame in frames
+        ],
+        "encode, zstandard": lambda: [encoder.batch_frame(batch) for batch in batches],
+        "encode, backports.zstd": lambda: [encode_one(batch) for batch in batches],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, work in sides.items():
+            samples[name].append(_best_of(1, work))
+    for name, times in samples.items():
+        report.value(
+            f"{name}, level {DEFAULT_LEVEL}", f"{megabytes / statistics.median(times):.0f} MB/s"
+        )
+
+
+def run(
+    quick: bool, levels: tuple[int, ...] = (1, DEFAULT_LEVEL, 6), compare: bool = False
+) -> None:
+    """Measure and print the zstd table."""
+    runs = 3 if quick else 5
+    report = Report("zstd")
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as scratch:
+        raw_path = Path(scratch) / "session.v4.jsonl"
+        write_v4_log(raw_path, 10_000_000 if quick else 50_000_000, "bench-zstd")
+        raw = raw_path.read_bytes()
+        megabytes = len(raw) / 1e6
+        header, batches = checkpoint_batches(raw)
+        report.value("log", f"{megabytes:.1f} MB", f"{len(batches)} checkpoint batches")
+        zstd_path = Path(scratch) / "session.v4.jsonl.zstd"
+        raw_scan = _best_of(runs, lambda: LogScanner(raw_path).exhaust())
+        for level in levels:
+            frames = encode_frames(header, batches, level)
+            if level == DEFAULT_LEVEL:
+                zstd_path.write_bytes(b"".join(frames))
+            encode = _best_of(runs, functools.partial(encode_frames, header, batches, level))
+            size = sum(map(len, frames))
+            report.value(f"encode, level {level}", f"{megabytes / encode:.0f} MB/s")
+            report.value(f"size zstd / raw, level {level}", f"{size / len(raw):.3f}x", "<= 0.3x")
+            report.value(
+                f"encode per batch, level {level}", f"{encode / len(batches) * 1e6:.0f} us"
+            )
+        decode = _best_of(runs, lambda: decode_seconds(zstd_path))
+        report.value(
+            f"decode (scan + checksum + lines), level {DEFAULT_LEVEL}",
+            f"{megabytes / decode:.0f} MB/s",
+        )
+        report.ratio("decode time / raw LogScanner time", decode, raw_scan, "(restore adds this)")
+        per_event = FrameEncoder()
+        one_each = sum(len(per_event.batch_frame(line + b"\n")) for line in raw.split(b"\n")[1:-1])
+        report.value(
+            "size zstd / raw, one frame per event", f"{one_each / len(raw):.3f}x", "worst case"
+        )
+        if compare:
+            _compare_bindings(report, header, batches, megabytes, 2 * runs + 1)
+    report.print()
+
+
+def main(argv: list[str]) -> int:
+    """Command line: see the module docstring."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="10 MB instead of 50 MB, 3 runs")
+    parser.add_argument("--levels", default=f"1,{DEFAULT_LEVEL},6", help="comma-separated")
+    parser.add_argument("--compare-bindings", action="store_true")
+    args = parser.parse_args(argv)
+    levels = tuple(int(level) for level in args.levels.split(","))
+    if DEFAULT_LEVEL not in levels:
+        levels = (*levels, DEFAULT_LEVEL)
+    run(args.quick, levels, args.compare_bindings)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
