@@ -23,6 +23,7 @@ __all__ = [
     "CorruptLogError",
     "DemoRootError",
     "DshStoreError",
+    "DuplicateKeyError",
     "EventValidationError",
     "ForkedSessionError",
     "InvalidSessionIdError",
@@ -596,4 +597,36 @@ class CorruptFrameError(CorruptLogError):
             rule=rule,
             detail=detail,
             frame=frame,
+        )
+
+
+class DuplicateKeyError(LosslessJsonError):
+    """A line read from disk holds one key twice in one JSON object (rule ``duplicate-key``).
+
+    Readers that keep the first value and readers that keep the last disagree on what such
+    a line says, so it is refused rather than read one way. ``key`` is the repeated key.
+    """
+
+    key: str
+    rule: str
+    detail: str
+
+    def __init__(self, key: str, *, event_type: str | None = None, seq: int | None = None) -> None:
+        detail = (
+            f"the key {key!r} appears twice in one object; JSON readers that keep the first "
+            "value and those that keep the last disagree on what the line says"
+        )
+        where = f" in event {event_type!r}" if event_type else ""
+        if seq is not None:
+            where += f" (seq {seq})"
+        DshStoreError.__init__(
+            self,
+            f"duplicate key{where}: {detail}",
+            key=key,
+            json_path="$",
+            event_type=event_type,
+            reason=detail,
+            seq=seq,
+            rule="duplicate-key",
+            detail=detail,
         )

@@ -31,7 +31,7 @@ from typing import Any, Final, TypeGuard, cast
 
 import orjson
 
-from .errors import LosslessJsonError
+from .errors import DuplicateKeyError, LosslessJsonError
 
 __all__ = [
     "MAX_DEPTH",
@@ -40,6 +40,7 @@ __all__ = [
     "check_json",
     "check_loaded",
     "decode",
+    "duplicate_key",
     "encode",
     "format_path",
 ]
@@ -178,9 +179,51 @@ def check_loaded(
     # four-byte search costs several times more.
     if b"-" in reencoded and b"-0.0" in reencoded:
         check_json(value, event_type=event_type, path=path)
-    # startswith compares in place: no copy of the line to strip its line end.
+    # startswith compares in place: no copy of the line to strip its line end. A canonical
+    # line can hold neither a lossy literal nor a repeated key: only other lines are searched.
     if raw is not None and not (raw.startswith(reencoded) and raw[len(reencoded) :] in _LINE_ENDS):
+        key = duplicate_key(raw)
+        if key is not None:
+            raise DuplicateKeyError(key, event_type=event_type)
         _check_huge_int_literals(value, raw, event_type=event_type, path=path)
+
+
+class _RepeatedKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _refuse_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return result
+
+
+def duplicate_key(raw: bytes | str) -> str | None:
+    """The first key found twice in one object of the JSON document ``raw``, or None.
+
+    A decoder keeps one of the two values (orjson and JavaScript the last, others the
+    first), so such a line means different things to different readers. This is the slow
+    check (the standard library's decoder with a hook on every object); callers run it
+    only on lines that are not the canonical encoding of their decoded value, since the
+    canonical encoding of a dict never repeats a key. A document this decoder cannot read
+    (too deep for it) is reported as None; the caller's decoder has already judged it.
+    """
+    import json
+
+    try:
+        json.loads(raw, object_pairs_hook=_refuse_repeats)
+    except _RepeatedKey as repeated:
+        return repeated.key
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _check_huge_int_literals(

@@ -47,6 +47,7 @@ from .jsonl.failpoints import failpoint
 from .jsonl.files import _write_all, fsync_dir
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
+from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
 from .restore import corruption_first, read_log, revision_of
@@ -705,6 +706,7 @@ def _publish(temp: Path, target: Path) -> bool:
             return False
         failpoint("migrate.after-link")
         fsync_dir(target.parent)
+        discard_watermark(target)  # one an earlier log of this name left is not this log's
         return True
     finally:
         _discard(temp)
@@ -740,7 +742,8 @@ def publish_upgrade(
         fsync_dir(target.parent)
     else:
         temp, _, _, _ = _migrate_to_temp(source, target, child_headers)
-        _publish(temp, target)
+        if _publish(temp, target):
+            record_published(target)  # the new log never inherits an old watermark
     return read_log(target)
 
 

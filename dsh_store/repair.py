@@ -89,6 +89,8 @@ def _interrupted_closers_written(inspection: Inspection) -> int | None:
     if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
         return None
     closer_bytes = b"".join(event.line for event in inspection.closers)
+    if torn.length >= len(closer_bytes):  # not a proper prefix: never read a huge tail
+        return None
     with open(inspection.path, "rb") as log:
         log.seek(torn.offset)
         tail = log.read(torn.length + 1)

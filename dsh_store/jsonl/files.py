@@ -36,6 +36,7 @@ from dsh_store.errors import (
 )
 from dsh_store.jsonl.failpoints import armed, failpoint
 from dsh_store.jsonl.layout import DIR_MODE, FILE_MODE, decode_session_id, temp_path
+from dsh_store.jsonl.watermark import DurableMark, header_crc
 
 __all__ = [
     "LogWriter",
@@ -190,6 +191,10 @@ def materialize(
         raise ConcurrentModificationError(
             str(final), "the log was replaced right after it was published"
         )
+    # The temp was fsynced before its link: all of it is durable. Recording it now also
+    # replaces any watermark an earlier log of this name left.
+    writer.mark.head_crc = header_crc(header_line)
+    writer.mark.record(len(data))
     return writer
 
 
@@ -239,10 +244,13 @@ class LogWriter:
     before a byte is written. The handle is not thread-safe; one thread (the
     write-behind worker) uses it at a time.
 
+    After each successful fsync the durable size is recorded in the log's watermark
+    (``mark``, :mod:`dsh_store.jsonl.watermark`), best effort and never ahead of the fsync.
+
     Attributes: ``path``; ``size`` (bytes known durable); ``next_seq``;
     ``pending`` (lines of the last batch that failed, empty after a success);
     ``pending_first_seq``; ``broken`` / ``broken_cause`` (a rollback failed; every
-    call now raises :class:`WriterBrokenError`).
+    call now raises :class:`WriterBrokenError`); ``mark``.
     """
 
     def __init__(self, path: Path, fd: int, *, size: int, next_seq: int) -> None:
@@ -255,6 +263,7 @@ class LogWriter:
         self.pending: list[bytes] = []
         self.pending_first_seq: int | None = None
         self.broken_cause: str | None = None
+        self.mark = DurableMark(path, self.identity)
         self._fd: int | None = fd
 
     @classmethod
@@ -330,9 +339,11 @@ class LogWriter:
         self.next_seq = last_seq + 1
         self.pending = []
         self.pending_first_seq = None
+        self.mark.record(self.size)  # after the fsync returned: it may lag, never lead
 
     def close(self) -> None:
         """Close the descriptor; idempotent. Unwritten ``pending`` lines stay readable."""
+        self.mark.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CURRENT_VERSION",
     "DIR_MODE",
+    "DURABLE_SUFFIX",
     "FILE_MODE",
     "LOCK_NAME",
     "LOG_NAME",
@@ -38,6 +39,7 @@ __all__ = [
     "encode_session_id",
     "generation_name",
     "generation_version",
+    "is_durable_name",
     "is_repair_partial",
     "is_temp_name",
     "is_temp_of",
@@ -64,6 +66,10 @@ FILE_MODE = 0o600
 
 LOCK_NAME = "session.lock"
 """Name of the single-writer lock file inside a session directory (never deleted)."""
+
+DURABLE_SUFFIX = ".durable"
+"""Suffix of a log's durable watermark, ``session.v4.jsonl.durable`` (never a log: not
+``.jsonl``, never read as one, never reported as a leftover)."""
 
 NO_CWD_DIR = "_no-cwd"
 """Project directory of sessions that have no working directory."""
@@ -244,6 +250,11 @@ def temp_path(final: str | os.PathLike[str], token: str) -> Path:
 
     final_path = Path(final)
     return final_path.with_name(f"{final_path.name}.{token}.tmp")
+
+
+def is_durable_name(name: str) -> bool:
+    """Tell whether ``name`` is the durable watermark of a log (``<log>.durable``)."""
+    return name.endswith(DURABLE_SUFFIX) and len(name) > len(DURABLE_SUFFIX)
 
 
 def is_temp_name(name: str) -> bool:

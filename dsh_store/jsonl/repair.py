@@ -6,7 +6,9 @@ same arguments picks up from what is on disk and ends in the same state):
 1. If the log is already ``offset`` bytes long there is nothing to do (its size is fsynced
    again, in case an earlier run died between truncate and fsync).
 2. Copy the tail bytes ``[offset:]`` to the fixed scratch name ``<log>.torn-<offset>.partial``
-   (created or overwritten, mode 0600), fsync it.
+   (created or overwritten, mode 0600), fsync it. Blocks of zero bytes are not written but
+   left as holes (the file's length is set at the end), so the sidecar of a zero-filled tail,
+   which may be a sparse hole of gigabytes, holds the same bytes and uses no disk space.
 3. Publish it as ``<log>.torn-<offset>`` with ``os.link`` (never overwrites). If that name
    already exists with the same bytes -- an earlier run crashed after publishing -- it is
    reused. If it holds different bytes (a later crash tore the log again at the same
@@ -116,8 +118,13 @@ def _publish_sidecar(fd: int, log: Path, offset: int, size: int) -> Path:
                 raise ConcurrentModificationError(
                     str(log), f"it shrank below {size} bytes while its tail was copied"
                 )
-            _write_all(out, block)
+            if not _all_zero(block):
+                os.lseek(out, position - offset, os.SEEK_SET)
+                _write_all(out, block)
             position += len(block)
+        # Zero blocks were skipped, not written: the length set here makes them holes, so
+        # a zero-filled (perhaps sparse) tail costs the sidecar no disk space.
+        os.ftruncate(out, size - offset)
         os.fsync(out)
     except BaseException:
         # Nothing refers to the scratch copy yet (the tail is still in the log); one that
@@ -133,6 +140,11 @@ def _publish_sidecar(fd: int, log: Path, offset: int, size: int) -> Path:
     os.unlink(scratch)
     _fsync_dir(log.parent)
     return sidecar
+
+
+def _all_zero(block: bytes) -> bool:
+    """Whether every byte of ``block`` is NUL (the first and last byte decide most blocks)."""
+    return block[0] == 0 and block[-1] == 0 and block.count(0) == len(block)
 
 
 def _write_all(fd: int, data: bytes) -> None:

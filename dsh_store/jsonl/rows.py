@@ -26,12 +26,13 @@ V0 logs lack ``delegationDepth`` and whether that is acceptable is a model/migra
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, NamedTuple
 
 import orjson
 
-from ..errors import NotASessionError, UnsupportedVersionError
-from ..jsonvalue import MAX_SAFE_INTEGER
+from ..errors import CorruptLogError, NotASessionError, UnsupportedVersionError
+from ..jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, duplicate_key
 
 __all__ = [
     "BOM",
@@ -45,6 +46,7 @@ __all__ = [
     "packed_row_problem",
     "read_header_line",
     "row_problem",
+    "unparsable_reason",
 ]
 
 CURRENT_VERSION: Final = 4
@@ -70,6 +72,42 @@ _OLD_HEADER_OPTIONAL: Final = frozenset(
 _NEW_HEADER_REQUIRED: Final = ("type", "version", "id", "createdAt", "isSeeded", "delegationDepth")
 _NEW_HEADER_OPTIONAL: Final = frozenset({"cwd", "parentSession", "origin", "agentPreset"})
 _RETIRED_HEADER_FIELDS: Final = ("sandboxMode", "approvalPolicy")
+
+DECODE_DEPTH_LIMIT: Final = 1024
+"""Most container levels the line decoder (orjson) reads; deeper lines cannot be decoded."""
+
+_NUMBER: Final = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+|-?[0-9]{309,}")
+
+
+def unparsable_reason(raw: bytes) -> str:
+    """Why the decoder refused ``raw``: a precise phrase for JSON it cannot hold.
+
+    Two refusals concern text that is valid JSON: nesting deeper than the decoder's
+    :data:`DECODE_DEPTH_LIMIT`, and a number literal beyond the range of a double
+    (``1e400``, which would overflow to infinity). Anything else is not valid JSON.
+    """
+    try:
+        orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        text = str(error)
+    else:  # pragma: no cover - only called for a line the decoder refused
+        return "line is not valid JSON"
+    if text.startswith("depth limit exceeded"):
+        return (
+            f"line nests deeper than {DECODE_DEPTH_LIMIT} levels, more than a reader decodes "
+            f"(the writer allows {MAX_DEPTH})"
+        )
+    if text.startswith("number is infinity"):
+        for match in _NUMBER.finditer(raw):
+            if float(match.group()) in (float("inf"), float("-inf")):
+                literal = match.group().decode("ascii")
+                shown = literal if len(literal) <= 40 else literal[:37] + "..."
+                return (
+                    f"line holds the number {shown}, beyond the range of a double (it would "
+                    "read as infinity, which JSON cannot hold)"
+                )
+        return "line holds a number beyond the range of a double (it would read as infinity)"
+    return "line is not valid JSON"
 
 
 class Finding(NamedTuple):
@@ -125,12 +163,25 @@ def read_header_line(line: bytes, *, path: str) -> HeaderInfo:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
         if terminated:
-            raise NotASessionError(path, "the first line is not valid JSON") from None
+            reason = unparsable_reason(body).removeprefix("line ")
+            raise NotASessionError(path, f"the first line {reason}") from None
         raise NotASessionError(
             path, "the first line is incomplete (the file ends inside its header, no newline)"
         ) from None
     if type(value) is not dict:
         raise NotASessionError(path, "the first line is not a JSON object")
+    # Before the version is read: with a repeated key (even "version") readers disagree.
+    if orjson.dumps(value) != body:
+        key = duplicate_key(body)
+        if key is not None:
+            raise CorruptLogError(
+                path,
+                f"the header holds the key {key!r} twice; JSON readers that keep the first "
+                "value and those that keep the last disagree on what it says",
+                line=1,
+                offset=0,
+                rule="duplicate-key",
+            )
     if value.get("type") != "session":
         raise NotASessionError(
             path, f"the first line has type {value.get('type')!r}, expected 'session'"

@@ -33,7 +33,9 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..errors import CorruptLogError, DshStoreError, NotASessionError, UnsupportedVersionError
+from ..jsonvalue import duplicate_key
 from .rows import (
+    CURRENT_VERSION,
     PACKED_ROW_TYPES,
     Finding,
     HeaderInfo,
@@ -41,9 +43,12 @@ from .rows import (
     packed_row_count,
     read_header_line,
     row_problem,
+    unparsable_reason,
 )
+from .watermark import Watermark, header_crc, read_watermark, watermark_path
 
 __all__ = [
+    "CRASH_SPAN_BYTES",
     "DEFAULT_CHUNK_SIZE",
     "MAX_HEADER_BYTES",
     "Finding",
@@ -58,8 +63,41 @@ DEFAULT_CHUNK_SIZE = 1 << 20
 MAX_HEADER_BYTES = 1 << 20
 """Longest first line :meth:`LogScanner.read_header` accepts as a session header (1 MiB)."""
 
+CRASH_SPAN_BYTES = 8 << 20
+"""Most bytes a crash can leave after a zero-filled run and still be one torn batch.
+
+Without a durable watermark, valid rows that end further than this past the start of a
+run of NUL bytes are committed history, not the rest of the write in flight
+(``docs/format.md`` §3.1). It is the writer's default batch cap (``max_batch_bytes``).
+"""
+
 _TURN_END_MARK = b'"turn/end"'
 _PACKED = PACKED_ROW_TYPES
+
+
+class _Elided(bytes):
+    """Stands in for a line whose bytes are never kept: one that spans chunks and holds a
+    NUL byte (never JSON; a zero-filled tail may be gigabytes), or an unterminated last
+    line longer than a chunk (only its length is reported).
+
+    ``size`` is the length of the line it replaces, without its ``\\n``; ``nul`` whether
+    it holds a NUL byte.
+    """
+
+    size: int
+    nul: bool
+
+
+def _elided(size: int, *, nul: bool = True) -> _Elided:
+    line = _Elided(b"\x00")
+    line.size = size
+    line.nul = nul
+    return line
+
+
+def _size(raw: bytes) -> int:
+    """Length of a line as it is in the file (an elided line's real length)."""
+    return raw.size if type(raw) is _Elided else len(raw)
 
 
 class ScannedRow(NamedTuple):
@@ -127,6 +165,8 @@ class LogScanner:
         self._file_size = 0
         self._stat: os.stat_result | None = None
         self._finished = False
+        self._watermark: Watermark | None = None
+        self._durable_size: int | None = None
 
     # -- results -----------------------------------------------------------------------
 
@@ -164,6 +204,15 @@ class LogScanner:
     def file_size(self) -> int:
         """Size of the file when the scan opened it (the bytes that were looked at)."""
         return self._file_size
+
+    @property
+    def durable_size(self) -> int | None:
+        """Bytes the log's watermark proves acknowledged, or None without a valid one.
+
+        Set by :meth:`rows` once the header is read: the size recorded in ``<log>.durable``
+        when that record is intact and names this file (its inode and header line).
+        """
+        return self._durable_size
 
     @property
     def stat(self) -> os.stat_result | None:
@@ -232,7 +281,11 @@ class LogScanner:
     def rows(self) -> Iterator[ScannedRow]:
         """Yield the committed rows; raise CorruptLogError for committed corruption."""
         self._reset()
+        # Before the open's fstat: the log only grows past a record, so the size seen
+        # then is never below the recorded one unless acknowledged bytes were lost.
+        watermark = read_watermark(self.path)
         fd = self._open()
+        self._watermark = watermark
         try:
             if self._file_size == 0:
                 self._finished = True
@@ -291,26 +344,77 @@ class LogScanner:
             remaining -= len(block)
             yield block
 
+    def _pread(self, fd: int, size: int, offset: int) -> bytes:
+        """Exactly ``size`` bytes at ``offset`` (fewer only if the file shrank meanwhile)."""
+        parts: list[bytes] = []
+        while size > 0:
+            try:
+                block = os.pread(fd, size, offset)
+            except OSError as error:
+                raise OSError(error.errno, error.strerror, self.path) from error
+            if not block:
+                break
+            parts.append(block)
+            size -= len(block)
+            offset += len(block)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
     def _batches(self, fd: int, tail: list[bytes]) -> Iterator[tuple[list[bytes], bool]]:
         """Yield the complete lines of each chunk (without ``\\n``) and whether any has a CR.
 
         The unterminated rest of the file is left in ``tail``. One list per chunk keeps the
         per-line cost of the hot loop to the parse itself.
+
+        Memory stays at about one chunk plus the longest line: a line that outgrows one
+        chunk is not collected piece by piece but read again whole, with one ``pread``,
+        once its end is found; a line that spans chunks and holds a NUL byte (never JSON,
+        e.g. a zero-filled tail), and an unterminated last line longer than a chunk, are
+        never kept at all, only measured (:class:`_Elided`).
         """
-        carry: list[bytes] = []
+        chunk_size = self._chunk_size
+        pending: list[bytes] = []  # pieces of the unterminated line, at most one chunk
+        pending_size = 0
+        line_start = 0  # file offset of the unterminated line
+        streaming = False  # longer than a chunk: its pieces are dropped, it is read again
+        has_nul = False
+        position = 0
         for block in self._chunks(fd):
-            if b"\n" not in block:
-                carry.append(block)
+            position += len(block)
+            cut = block.find(b"\n")
+            if cut < 0:
+                if not has_nul and (b"\0" in block or (pending and b"\0" in pending[0])):
+                    has_nul, streaming, pending = True, False, []
+                pending_size += len(block)
+                if has_nul or streaming:
+                    continue
+                if pending_size > chunk_size:
+                    streaming, pending = True, []
+                    continue
+                pending.append(block)
                 continue
-            if carry:
-                carry.append(block)
-                block = b"".join(carry)
             parts = block.split(b"\n")
+            joined = pending_size > 0
+            if joined:
+                head_size = pending_size + cut
+                if has_nul or (streaming and block.find(b"\0", 0, cut) >= 0):
+                    parts[0] = _elided(head_size)
+                elif streaming:
+                    parts[0] = self._pread(fd, head_size, line_start)
+                else:
+                    pending.append(parts[0])
+                    parts[0] = b"".join(pending)
             rest = parts.pop()
-            carry = [rest] if rest else []
-            # JSON text never holds a raw CR, so lines only need a CRLF check when one shows up.
-            yield parts, b"\r" in block
-        tail.append(b"".join(carry))
+            pending = [rest] if rest else []
+            pending_size = len(rest)
+            line_start = position - len(rest)
+            streaming = has_nul = False
+            # JSON text never holds a raw CR, so lines only need a CRLF check when one shows up
+            # (in this block, or at the end of a line that began in an earlier one).
+            yield parts, b"\r" in block or (joined and parts[0].endswith(b"\r"))
+        if has_nul or streaming:  # a torn last line: only its length matters
+            tail.append(_elided(pending_size, nul=has_nul))
+        else:
+            tail.append(b"".join(pending))
 
     def _scan(self, fd: int) -> Iterator[ScannedRow]:
         tail: list[bytes] = []
@@ -319,8 +423,10 @@ class LogScanner:
         if first_batch is None:
             header = self._read_header_line(tail[0])
         else:
-            header = self._read_header_line(first_batch[0][0] + b"\n")
+            first_line = first_batch[0][0] + b"\n"
+            header = self._read_header_line(first_line)
             batches = chain([(first_batch[0][1:], first_batch[1])], batches)
+            self._check_watermark(first_line)
         self._header = header
         # CRLF is reported once for the whole file (docs/format.md §3): a header ending in
         # CRLF is counted with the other lines, in one finding at the header's place.
@@ -330,7 +436,9 @@ class LogScanner:
                 crlf_slot = len(self._findings)
             self._findings.append(finding)
         version = header.version
+        old_rows = version < CURRENT_VERSION
         loads = orjson.loads
+        dumps = orjson.dumps
         decode_error = orjson.JSONDecodeError
         new_row = tuple.__new__
         offset = header.size
@@ -339,6 +447,8 @@ class LogScanner:
         crlf_count = 0 if crlf_slot is None else 1
         crlf_first: tuple[int, int] | None = None if crlf_slot is None else (1, 0)
         defect: _Defect | None = None
+        defect_size = 0
+        defect_nul = False
         rest: list[bytes] = []
         for parts, has_cr in batches:
             batch_start = line_no
@@ -353,9 +463,12 @@ class LogScanner:
                 try:
                     value = loads(raw)
                 except decode_error:
-                    defect = _Defect(
-                        "unparsable-line", "line is not valid JSON", line_no, offset, expected
-                    )
+                    defect_size = _size(raw) + (length - len(raw))
+                    defect_nul = type(raw) is _Elided or b"\0" in raw
+                    message = "line is not valid JSON" if defect_nul else unparsable_reason(raw)
+                    if defect_nul:
+                        message += " (it holds NUL bytes, as a zero-filled region does)"
+                    defect = _Defect("unparsable-line", message, line_no, offset, expected)
                     break
                 # Fast path for an ordinary event row; anything unusual takes row_problem().
                 if (
@@ -367,10 +480,13 @@ class LogScanner:
                     and "data" in value
                     and value["type"] not in _PACKED
                 ):
+                    if old_rows and dumps(value) != raw:
+                        self._refuse_duplicate_keys(raw, line_no, offset, expected)
                     yield new_row(ScannedRow, (line_no, offset, raw, value, expected, 1))
                     expected += 1
                     offset += length
                     continue
+                defect_size = length
                 problem = row_problem(value, version)
                 if problem is not None:
                     defect = _Defect(problem[0], problem[1], line_no, offset, expected)
@@ -382,6 +498,8 @@ class LogScanner:
                     message = f"expected seq {expected}, found {first_seq}"
                     defect = _Defect(rule, message, line_no, offset, expected)
                     break
+                if old_rows and dumps(value) != raw:
+                    self._refuse_duplicate_keys(raw, line_no, offset, expected)
                 count = packed_row_count(value) if packed else 1
                 yield ScannedRow(line_no, offset, raw, value, expected, count)
                 expected += count
@@ -405,17 +523,24 @@ class LogScanner:
             else:
                 self._findings[crlf_slot] = crlf
         if defect is not None:
+            self._refuse_below_watermark(defect)
             later = chain(rest, chain.from_iterable(parts for parts, _ in batches))
-            self._look_for_commit(later, defect, line_no)
+            self._look_for_commit(
+                later, defect, line_no, defect.offset + defect_size, defect_nul, version
+            )
         fragment = tail[0] if first_batch is not None else b""
         if defect is None and fragment:
+            zeros = fragment.nul if type(fragment) is _Elided else b"\0" in fragment
             defect = _Defect(
                 "torn-line",
-                f"the last line has no newline ({len(fragment)} byte(s) cut off)",
+                f"the last line has no newline ({_size(fragment)} byte(s) cut off)"
+                + (" (it holds NUL bytes, as a zero-filled region does)" if zeros else ""),
                 line_no + 1,
                 offset,
                 expected,
             )
+            self._refuse_below_watermark(defect)
+        self._refuse_lost_bytes()
         if defect is not None:
             self._torn = TornTail(
                 offset=defect.offset,
@@ -437,18 +562,95 @@ class LogScanner:
             )
         self._finished = True
 
-    def _look_for_commit(self, lines: Iterable[bytes], defect: _Defect, line_no: int) -> None:
-        """Raise CorruptLogError if a complete line after the defect holds a ``turn/end``."""
+    def _check_watermark(self, first_line: bytes) -> None:
+        """Adopt the watermark read before the open if it names this log; refuse a log
+        shorter than it (acknowledged bytes are gone)."""
+        watermark = self._watermark
+        info = self._stat
+        if watermark is None or info is None or not watermark.binds(info, header_crc(first_line)):
+            return
+        self._durable_size = watermark.size
+
+    def _refuse_lost_bytes(self) -> None:
+        """Raise CorruptLogError when the log is shorter than its durable watermark.
+
+        Checked after the scan, so a defect inside the remaining bytes is reported first
+        (with its line): it is the more precise finding.
+        """
+        durable = self._durable_size
+        if durable is not None and durable > self._file_size:
+            watermark = durable
+            raise CorruptLogError(
+                self.path,
+                f"the log is {self._file_size} bytes long, but its writer saw "
+                f"{watermark} bytes fsynced ({watermark_path(self.path)}): acknowledged "
+                "events are missing from its end",
+                offset=self._file_size,
+                rule="durable-size",
+            )
+
+    def _refuse_below_watermark(self, defect: _Defect) -> None:
+        """Raise CorruptLogError when the defect starts below the durable watermark."""
+        durable = self._durable_size
+        if durable is not None and defect.offset < durable:
+            raise CorruptLogError(
+                self.path,
+                f"{defect.message} [{defect.rule}]; it lies below byte {durable}, which its "
+                "writer saw fsynced, so it was acknowledged and cannot be a crash tail",
+                line=defect.line,
+                offset=defect.offset,
+                seq=defect.seq,
+                rule=defect.rule,
+            )
+
+    def _refuse_duplicate_keys(self, raw: bytes, line_no: int, offset: int, seq: int) -> None:
+        """Raise CorruptLogError if a (non-canonical) row holds a key twice in one object."""
+        key = duplicate_key(raw)
+        if key is not None:
+            raise CorruptLogError(
+                self.path,
+                f"the row holds the key {key!r} twice in one object; JSON readers that keep "
+                "the first and those that keep the last disagree on what it says",
+                line=line_no,
+                offset=offset,
+                seq=seq,
+                rule="duplicate-key",
+            )
+
+    def _look_for_commit(
+        self,
+        lines: Iterable[bytes],
+        defect: _Defect,
+        line_no: int,
+        offset: int,
+        defect_nul: bool,
+        version: int,
+    ) -> None:
+        """Raise CorruptLogError if the complete lines after the defect show it committed.
+
+        ``offset`` is where the line after the defect starts. Evidence (docs/format.md
+        §3.1): a later ``turn/end``; or a later valid row that continues the seqs, after a
+        defect that is no crash artifact (it holds no NUL byte), or ending more than
+        :data:`CRASH_SPAN_BYTES` past a zero-filled defect.
+        """
         loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        bound = defect.offset + CRASH_SPAN_BYTES
         for raw in lines:
             line_no += 1
-            if _TURN_END_MARK not in raw:
+            offset += _size(raw) + 1
+            if type(raw) is _Elided:
+                continue
+            need_row = not defect_nul or offset > bound
+            if not need_row and _TURN_END_MARK not in raw:
                 continue
             try:
                 value = loads(raw)
-            except orjson.JSONDecodeError:
+            except decode_error:
                 continue
-            if type(value) is dict and value.get("type") == "turn/end":
+            if type(value) is not dict:
+                continue
+            if value.get("type") == "turn/end":
                 raise CorruptLogError(
                     self.path,
                     f"{defect.message} [{defect.rule}]; the turn/end at line {line_no} "
@@ -458,6 +660,26 @@ class LogScanner:
                     seq=defect.seq,
                     rule=defect.rule,
                 )
+            if not need_row or row_problem(value, version) is not None:
+                continue
+            seq = value["seq0"] if value.get("type") in _PACKED else value["seq"]
+            if seq < defect.seq:  # an older row repeated: not a continuation
+                continue
+            why = (
+                f"it ends more than {CRASH_SPAN_BYTES} bytes past the start of the zero-filled "
+                "region, farther than one interrupted write reaches"
+                if defect_nul
+                else "a crash leaves no valid line after damage that holds no NUL byte"
+            )
+            raise CorruptLogError(
+                self.path,
+                f"{defect.message} [{defect.rule}]; line {line_no} is a complete, valid row "
+                f"continuing the seqs (seq {seq}) and {why}, so this region was committed",
+                line=defect.line,
+                offset=defect.offset,
+                seq=defect.seq,
+                rule=defect.rule,
+            )
 
 
 def _kind_of(mode: int) -> str:

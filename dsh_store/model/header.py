@@ -11,7 +11,17 @@ from ..errors import EventValidationError
 from ._checks import is_count, is_text
 from .vocabulary import SESSION_FORMAT_VERSION
 
-__all__ = ["SessionHeader"]
+__all__ = ["MAX_HEADER_LINE_BYTES", "SessionHeader"]
+
+MAX_HEADER_LINE_BYTES: Final = 1 << 20
+"""Longest header line (``\\n`` included) a reader takes for a session header (1 MiB).
+
+The writer refuses a longer one, so it never publishes a log its own reader would call
+*not a session*; ``dsh_store.jsonl.scan.MAX_HEADER_BYTES`` is the same limit on read.
+"""
+# Bytes a header spends on keys, numbers and punctuation, beyond its four strings.
+_HEADER_FRAME_BYTES: Final = 256
+_MAX_BYTES_PER_CHAR: Final = 6  # a control character is escaped as \u00XX
 
 _KEYS: Final = (
     "type",
@@ -151,10 +161,22 @@ class SessionHeader:
             raise _bad(
                 "header-agent-preset", f"agentPreset must be a string, got {self.agent_preset!r}"
             )
+        texts = 0
         for name in ("id", "cwd", "parent_session", "agent_preset"):
             value = getattr(self, name)
             if value is not None:
                 jsonvalue.check_json(value, event_type="session", path=name)
+                texts += len(value)
+        # Only a header that might be too long is encoded to measure it.
+        if texts * _MAX_BYTES_PER_CHAR + _HEADER_FRAME_BYTES > MAX_HEADER_LINE_BYTES:
+            size = len(self.encode())
+            if size > MAX_HEADER_LINE_BYTES:
+                raise _bad(
+                    "header-too-long",
+                    f"the header line would be {size} bytes, longer than the "
+                    f"{MAX_HEADER_LINE_BYTES} bytes a reader takes for a session header; "
+                    "shorten the id, cwd, parentSession or agentPreset",
+                )
 
     @property
     def version(self) -> int:

@@ -21,7 +21,15 @@ def corrupt_log(tmp_path: Path) -> tuple[Path, list[bytes]]:
     lines = log.read_bytes().splitlines(keepends=True)
     lines[3] = b"not json\n"
     log.write_bytes(b"".join(lines))
+    # As DSH leaves a log, with no durable watermark: the later turn/end is the evidence.
+    Path(f"{log}.durable").unlink()
     return log, lines
+
+
+COMMITTED = (
+    "line 5 is a complete, valid row continuing the seqs (seq 3) and a crash leaves no valid "
+    "line after damage that holds no NUL byte, so this region was committed"
+)
 
 
 def test_salvage_prints_what_was_kept_dropped_and_appended(invoke: Invoke, tmp_path: Path) -> None:
@@ -35,7 +43,7 @@ def test_salvage_prints_what_was_kept_dropped_and_appended(invoke: Invoke, tmp_p
         f"{log}: salvaged to {out}\n"
         f"  kept 2 event(s), seqs 0..1: bytes 0..{kept} of the log, copied unchanged\n"
         f"  stopped at line 4 (byte {kept}, seq 2): line is not valid JSON [unparsable-line]; "
-        "the turn/end at line 7 shows this region was committed\n"
+        f"{COMMITTED}\n"
         f"  dropped {dropped} byte(s): from line 4, offset {kept} to the end\n"
         "  closers appended: step/end, turn/end\n"
         f"  the original {log} is left untouched\n"
@@ -65,8 +73,7 @@ def test_salvage_json_matches_its_schema(invoke: Invoke, tmp_path: Path) -> None
         "droppedBytes": sum(map(len, lines)) - kept,
         "stop": {
             "rule": "unparsable-line",
-            "message": "line is not valid JSON [unparsable-line]; the turn/end at line 7 shows "
-            "this region was committed",
+            "message": f"line is not valid JSON [unparsable-line]; {COMMITTED}",
             "line": 4,
             "eventLine": 3,
             "offset": kept,

@@ -56,7 +56,8 @@ def test_findings_carry_rule_line_offset_and_seq(
     assert (corrupt["rule"], corrupt["line"], corrupt["seq"]) == ("unparsable-line", 3, 1)
     lines = (root / "_no-cwd/corrupt-middle/session.v4.jsonl").read_bytes().split(b"\n")
     assert corrupt["offset"] == len(lines[0]) + len(lines[1]) + 2
-    assert "the turn/end at line 7 shows this region was committed" in corrupt["message"]
+    # The store's writer recorded the log's durable size: the damage lies below it.
+    assert "which its writer saw fsynced" in corrupt["message"]
     (unreadable,) = files["loose/loop.jsonl"]["findings"]
     assert unreadable["rule"] == "unreadable"
     assert unreadable["message"].endswith("cannot read: Too many levels of symbolic links")

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from dsh_store.jsonl.failpoints import FAILPOINTS
-from dsh_store.jsonl.layout import is_temp_name
+from dsh_store.jsonl.layout import is_durable_name, is_temp_name
+from dsh_store.jsonl.watermark import read_watermark
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -103,7 +104,7 @@ def spawn(
 def check_log(path: Path, acked: list[int]) -> bytes:
     """Assert the crash invariants and return the file bytes (b"" if never published)."""
     leftovers = [n for n in os.listdir(path.parent) if n != path.name]
-    assert all(is_temp_name(n) for n in leftovers), leftovers
+    assert all(is_temp_name(n) or is_durable_name(n) for n in leftovers), leftovers
     if not path.exists():
         assert acked == [], "an acknowledged log is missing"
         return b""
@@ -112,6 +113,14 @@ def check_log(path: Path, acked: list[int]) -> bytes:
     assert data == expected_prefix(len(data))[: len(data)], "bytes differ from what was written"
     if acked:
         assert len(data) >= size_through(acked[-1]), "an acknowledged batch is missing"
+    # The watermark never runs ahead of the file, and covers every acknowledged batch
+    # (an append returns only after recording it).
+    watermark = read_watermark(path)
+    if watermark is not None:
+        assert watermark.size <= len(data), "the watermark ran ahead of the log"
+        assert watermark.size in {size_through(seq) for seq in range(data.count(b"\n"))}
+    if acked:
+        assert watermark is not None and watermark.size >= size_through(acked[-1])
     return data
 
 

@@ -60,7 +60,7 @@ def test_materialize_publishes_header_and_first_batch(path: Path) -> None:
         assert path.read_bytes() == expected_log(3)
         assert writer.size == len(expected_log(3))
         assert writer.next_seq == 3
-    assert sorted(os.listdir(path.parent)) == ["session.v4.jsonl"]
+    assert sorted(os.listdir(path.parent)) == ["session.v4.jsonl", "session.v4.jsonl.durable"]
 
 
 @pytest.mark.parametrize("umask", [0, 0o077, 0o022])
@@ -111,7 +111,7 @@ def test_materialize_never_overwrites_an_existing_log(path: Path) -> None:
         f"session 's-1' already exists at {path}; open it instead of creating it"
     )
     assert path.read_bytes() == expected_log(2)
-    assert sorted(os.listdir(path.parent)) == ["session.v4.jsonl"]
+    assert sorted(os.listdir(path.parent)) == ["session.v4.jsonl", "session.v4.jsonl.durable"]
 
 
 def test_materialize_losing_the_link_race_raises_session_exists(
@@ -125,7 +125,7 @@ def test_materialize_losing_the_link_race_raises_session_exists(
     assert isinstance(caught.value.__cause__, FileExistsError)
     assert caught.value.session_id == "s-1"
     assert path.read_bytes() == expected_log(2)
-    assert sorted(os.listdir(path.parent)) == ["session.v4.jsonl"]
+    assert sorted(os.listdir(path.parent)) == ["session.v4.jsonl", "session.v4.jsonl.durable"]
 
 
 def test_materialize_refuses_an_empty_first_batch(path: Path) -> None:

@@ -204,12 +204,23 @@ def test_crash_tails_are_torn_not_corrupt(
 
 def test_defect_after_the_last_turn_end_is_a_tail(tmp_path: Path) -> None:
     events = closed_turn(0, 1)
-    later = [line(event(3, "turn/start", {"turn": 2})), line(event(4, "step/start", {}))]
+    later = [line(event(3, "turn/start", {"turn": 2})), b"garbage\n", b'{"type":"step/st']
     data = line(header()) + b"".join(line(e) for e in events) + b"".join(later)
     scanner, rows = scan(write(tmp_path / "s.jsonl", data))
     assert len(rows) == 2
     assert scanner.torn is not None and scanner.torn.rule == "seq-gap"
     assert scanner.torn.length == sum(map(len, later))
+
+
+def test_a_seq_gap_followed_by_a_continuing_row_is_corruption(tmp_path: Path) -> None:
+    # A line vanished from the middle: no crash does that, even without a later turn/end.
+    events = closed_turn(0, 1)
+    later = [line(event(3, "turn/start", {"turn": 2})), line(event(4, "step/start", {}))]
+    data = line(header()) + b"".join(line(e) for e in events) + b"".join(later)
+    with pytest.raises(CorruptLogError) as caught:
+        scan(write(tmp_path / "s.jsonl", data))
+    assert (caught.value.line, caught.value.rule, caught.value.seq) == (4, "seq-gap", 2)
+    assert "line 5 is a complete, valid row continuing the seqs (seq 4)" in str(caught.value)
 
 
 def test_turn_end_on_an_unterminated_last_line_does_not_commit(tmp_path: Path) -> None:
@@ -240,7 +251,10 @@ def _corrupt_case(kind: str) -> tuple[bytes, int, int, str, str]:
         detail = "row 'turn/start' has no integer 'time' [bad-row]"
     else:  # zero bytes overwrote a committed line (a lost page)
         lines[bad_index] = b"\x00" * (len(lines[bad_index]) - 1) + b"\n"
-        detail = "line is not valid JSON [unparsable-line]"
+        detail = (
+            "line is not valid JSON (it holds NUL bytes, as a zero-filled region does) "
+            "[unparsable-line]"
+        )
     offset = sum(map(len, lines[:bad_index]))
     return b"".join(lines), bad_index + 1, offset, kind.replace("zeroed", "unparsable-line"), detail
 
@@ -267,10 +281,18 @@ def test_defect_before_a_later_turn_end_is_corruption(
         2,
         rule,
     )
+    if kind.startswith("seq-"):  # the valid row right after the defect is the evidence
+        found = 4 if kind == "seq-gap" else 2
+        evidence = (
+            f"line {line_no + 1} is a complete, valid row continuing the seqs (seq {found}) "
+            "and a crash leaves no valid line after damage that holds no NUL byte, so this "
+            "region was committed"
+        )
+    else:
+        evidence = f"the turn/end at line {line_no + 1} shows this region was committed"
     assert str(error) == (
-        f"{path}:{line_no} (byte {offset}, seq 2): corrupt session log: {detail}; the turn/end "
-        f"at line {line_no + (2 if kind.startswith('seq-') else 1)} shows this region was "
-        "committed; the file was not modified — restore it from a backup or inspect it with "
+        f"{path}:{line_no} (byte {offset}, seq 2): corrupt session log: {detail}; {evidence}; "
+        "the file was not modified — restore it from a backup or inspect it with "
         "`dsh-store inspect`"
     )
     assert [r.first_seq for r in yielded] == [0, 1]

@@ -88,11 +88,14 @@ def _damage(path: Path, line_no: int, replacement: bytes | None) -> int:
         ),
     ],
 )
+@pytest.mark.parametrize("watermark", [True, False], ids=["watermark", "no-watermark"])
 def test_damage_before_a_later_turn_end_is_corruption(
-    tmp_path: Path, replacement: bytes | None, rule: str, detail: str
+    tmp_path: Path, replacement: bytes | None, rule: str, detail: str, watermark: bool
 ) -> None:
     store = make_store(tmp_path)
     path = _two_turns(store)
+    if not watermark:  # as DSH leaves a log: the later turn/end is the evidence
+        Path(f"{path}.durable").unlink()
     offset = _damage(path, 3, replacement)  # line 3 holds seq 1
     before = snapshot(path)
     for call in _readers(store, path):
@@ -102,7 +105,10 @@ def test_damage_before_a_later_turn_end_is_corruption(
         assert (error.line, error.offset, error.rule) == (3, offset, rule)
         assert detail in str(error)
         assert f"session.v4.jsonl:3 (byte {offset}, seq 1)" in str(error)
-        assert "shows this region was committed" in str(error)
+        if watermark:
+            assert "which its writer saw fsynced" in str(error)
+        else:  # the later turn/end, or first the valid line right after the damage
+            assert "this region was committed" in str(error)
     report = examine(path)
     assert report.classification == "corrupt"
     (finding,) = report.findings

@@ -48,9 +48,13 @@ def test_repair_converges_when_closers_were_half_written(tmp_path: Path) -> None
     path.write_bytes(clean + torn)
     view = read_log(path)
     closer_bytes = b"".join(e.line for e in view.closers)
-    # The state a crash leaves: sidecar published, log truncated, half the closers written.
+    # The state a crash leaves: sidecar published, log truncated, half the closers written
+    # and not fsynced, so the watermark still says what it said before the repair.
+    watermark = Path(f"{path}.durable")
+    recorded = watermark.read_bytes()
     store.load("s1")
     path.write_bytes(clean + closer_bytes[:30])
+    watermark.write_bytes(recorded)
     assert read_log(path).torn is not None
     with SessionLock(path.parent, "s1"):
         healed = commit_repair(read_log(path))

@@ -78,7 +78,11 @@ def test_garbage_line_before_a_later_turn_end_keeps_the_events_before_it(tmp_pat
     assert [event.seq for event in inspection.events] == [0, 1, 2, 3]
     assert [report.classification for report in verify_path(out)] == ["ok"]
     assert fingerprint(log) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["salvaged.jsonl", "store"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "salvaged.jsonl",
+        "salvaged.jsonl.durable",
+        "store",
+    ]
 
 
 def test_a_seq_gap_stops_at_its_line(tmp_path: Path) -> None:
