@@ -20,6 +20,7 @@ import pytest
 
 from dsh_store.verify import iter_files, map_files
 from tests.cli.conftest import CONSOLE_SCRIPT, record_session, run_script
+from tests.cli.schema_check import errors, load_schema
 from tests.cli.test_interrupt import INTERRUPTED, _old_store
 
 RELEASE_WAIT_S = 30.0  # a deadlock guard only: the test fails instead of hanging
@@ -172,3 +173,22 @@ def test_ctrl_c_during_migrate_has_printed_every_file_it_changed(tmp_path: Path,
     }
     assert reported == done  # every file changed is printed, and only those
     assert not any(line.startswith("refused") for line in stdout.splitlines())
+
+
+@pytest.mark.parametrize("command", ["verify", "migrate", "repair"])
+def test_each_jsonl_line_follows_the_schema_of_its_json_counterpart(
+    tmp_path: Path, command: str
+) -> None:
+    record_session(tmp_path / "store", "a", turns=1)
+    record_session(tmp_path / "store", "b", turns=1, open_turn=True)
+    schema = load_schema(command)
+    done = run_script(command, tmp_path / "store", "--format", "jsonl")
+    lines = _lines(done.stdout)
+    assert len(lines) == 3, done.stdout
+    for line in lines[:-1]:
+        assert errors(line["file"], schema["properties"]["files"]["items"]) == []
+    assert errors(lines[-1]["summary"], schema["properties"]["summary"]) == []
+    document = json.loads(run_script(command, tmp_path / "store", "--json").stdout)
+    if command != "repair":  # repair repaired the open turn on its jsonl run
+        assert [line["file"] for line in lines[:-1]] == document["files"]
+        assert lines[-1]["summary"] == document["summary"]
