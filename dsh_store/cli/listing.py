@@ -34,10 +34,9 @@ def list_sessions(root: str | None, as_json: bool) -> None:
 
     ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions. CREATED is the header's
     createdAt as local ISO-8601 time to the second (--json keeps the raw milliseconds).
-    Status is current,
-    needs-migration or torn-tail (or what is wrong with the header), or misfiled for a
-    log whose header names another session or cwd than its directory; run verify for
-    the full verdict.
+    Status is current, needs-migration or torn-tail (or what is wrong with the header),
+    or misfiled for a log whose header names another session or cwd than its directory;
+    run verify for the full verdict.
 
     \b
     Examples:
