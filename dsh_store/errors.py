@@ -42,6 +42,7 @@ __all__ = [
     "UnsupportedVersionError",
     "WriterBrokenError",
     "ZstdUnavailableError",
+    "ZstdWriteUnsupportedError",
 ]
 
 
@@ -629,4 +630,24 @@ class DuplicateKeyError(LosslessJsonError):
             seq=seq,
             rule="duplicate-key",
             detail=detail,
+        )
+
+
+class ZstdWriteUnsupportedError(DshStoreError):
+    """A write (append, repair, migration) was asked of a ``.jsonl.zstd`` log.
+
+    dsh-store reads zstd logs but does not write them yet; the file is left as it is.
+    ``operation`` names what was refused.
+    """
+
+    path: str
+    operation: str
+
+    def __init__(self, path: str, operation: str) -> None:
+        super().__init__(
+            f"{path}: {operation} of a zstd-encoded log is not supported yet: dsh-store reads "
+            "`.jsonl.zstd` logs (verify, inspect, list, cat) but only writes raw JSONL; the "
+            "file was not modified",
+            path=path,
+            operation=operation,
         )

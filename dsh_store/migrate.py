@@ -40,6 +40,7 @@ from .errors import (
     MigrationRefusedError,
     NotASessionError,
     UnsupportedVersionError,
+    ZstdWriteUnsupportedError,
 )
 from .inspection import Inspection
 from .jsonl import layout
@@ -48,6 +49,7 @@ from .jsonl.files import _write_all, fsync_dir
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
 from .jsonl.watermark import discard_watermark, record_published
+from .jsonl.zstd_frames import is_zstd_log
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
 from .restore import corruption_first, read_log, revision_of
@@ -519,6 +521,8 @@ def _migrate_to_temp(
 
     Returns (temp, event count, source version, source revision before reading).
     """
+    if is_zstd_log(source):  # the upgrade would be raw beside zstd: one encoding per store
+        raise ZstdWriteUnsupportedError(str(source), "a migration")
     scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     if info is None:

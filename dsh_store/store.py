@@ -131,7 +131,8 @@ class JsonlStore:
             return layout.log_path(self.root, session_id, cwd)
         found = self._find(session_id)
         if found is not None:
-            return found.parent / layout.generation_name(SESSION_FORMAT_VERSION)
+            encoding = layout.encoding_of(found.name)
+            return found.parent / layout.generation_name(SESSION_FORMAT_VERSION, encoding)
         return layout.log_path(self.root, session_id, None)
 
     def session_dirs(self) -> Iterator[Path]:

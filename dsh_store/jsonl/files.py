@@ -33,10 +33,12 @@ from dsh_store.errors import (
     SessionExistsError,
     StorageError,
     WriterBrokenError,
+    ZstdWriteUnsupportedError,
 )
 from dsh_store.jsonl.failpoints import armed, failpoint
 from dsh_store.jsonl.layout import DIR_MODE, FILE_MODE, decode_session_id, temp_path
 from dsh_store.jsonl.watermark import DurableMark, header_crc
+from dsh_store.jsonl.zstd_frames import is_zstd_log
 
 __all__ = [
     "LogWriter",
@@ -282,6 +284,8 @@ class LogWriter:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise ConcurrentModificationError(str(log), "the log is not a regular file")
+            if is_zstd_log(log):  # raw lines appended to zstd frames would corrupt it
+                raise ZstdWriteUnsupportedError(str(log), "an append")
             if info.st_size != expected_size:
                 raise ConcurrentModificationError(
                     str(log), f"size is {info.st_size} bytes, expected {expected_size}"

@@ -28,8 +28,14 @@ import contextlib
 import os
 from pathlib import Path
 
-from ..errors import ConcurrentModificationError, DshStoreError, StorageError
+from ..errors import (
+    ConcurrentModificationError,
+    DshStoreError,
+    StorageError,
+    ZstdWriteUnsupportedError,
+)
 from .failpoints import failpoint
+from .zstd_frames import is_zstd_log
 
 __all__ = ["commit_truncation", "sidecar_path"]
 
@@ -61,6 +67,8 @@ def commit_truncation(
     log = Path(path)
     if offset < 0:
         raise ValueError(f"offset must be non-negative, got {offset}")
+    if is_zstd_log(log):  # a zstd repair rewrites the torn frame's lines; not done here
+        raise ZstdWriteUnsupportedError(str(log), "a repair")
     try:
         return _commit_truncation(log, offset, expected_size)
     except OSError as error:
