@@ -91,6 +91,8 @@ FACT_VALUES: dict[str, object] = {
     "stop": Finding("unparsable-line", "not JSON", 2, 120),
     "frame": 3,
     "key": "seq",
+    "found": "zstd",
+    "expected": "raw",
 }
 # Where one class takes a parameter of the same name in another shape.
 CLASS_FACT_VALUES: dict[str, dict[str, object]] = {
