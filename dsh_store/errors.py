@@ -635,7 +635,7 @@ class DuplicateKeyError(LosslessJsonError):
 
 
 class ZstdWriteUnsupportedError(DshStoreError):
-    """A write dsh-store does not do to a ``.jsonl.zstd`` log yet (migration, salvage).
+    """A write dsh-store does not do to a ``.jsonl.zstd`` log yet (salvage).
 
     The file is left as it is; ``operation`` names what was refused.
     """
@@ -646,7 +646,7 @@ class ZstdWriteUnsupportedError(DshStoreError):
     def __init__(self, path: str, operation: str) -> None:
         super().__init__(
             f"{path}: {operation} of a zstd-encoded log is not supported yet (it is read, "
-            "appended to and repaired); the file was not modified",
+            "appended to, repaired and migrated); the file was not modified",
             path=path,
             operation=operation,
         )

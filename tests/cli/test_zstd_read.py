@@ -1,5 +1,5 @@
-"""The commands on zstd-encoded logs, session directories and roots; migration and
-salvage of a zstd log are refused before a byte changes."""
+"""The commands on zstd-encoded logs, session directories and roots: read, repair and
+migrate them; salvage of a zstd log is refused before a byte changes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pytest
 from click.testing import Result
 
 from dsh_store.errors import ZstdWriteUnsupportedError
+from dsh_store.jsonl.zstd_codec import decode_log
 from dsh_store.restore import read_log
 from dsh_store.salvage import salvage_file
+from dsh_store.store import JsonlStore
 from tests.cli.conftest import record_session
 from tests.conftest import REPO
 from tests.jsonl.zstd_logs import to_zstd
@@ -93,17 +95,58 @@ def test_a_torn_zstd_log_reads_with_its_closers_and_repair_keeps_its_records(
     assert sidecar.read_bytes() == data[report.torn.offset : -3]
 
 
-def test_migrating_a_zstd_log_is_refused_untouched(invoke: Invoke, tmp_path: Path) -> None:
-    source = tmp_path / "session.jsonl"
-    source.write_bytes((REPO / "fixtures" / "valid" / "v0-basic" / "session.jsonl").read_bytes())
-    log = to_zstd(source)
+V0_BASIC = REPO / "fixtures" / "valid" / "v0-basic"
+
+
+def _v0_zstd_store(root: Path) -> Path:
+    """A root holding the format-0 fixture session as ``session.jsonl.zstd``."""
+    directory = root / "--work-project--" / "fixture-session"
+    directory.mkdir(parents=True)
+    (directory / "session.jsonl").write_bytes((V0_BASIC / "session.jsonl").read_bytes())
+    return to_zstd(directory / "session.jsonl")
+
+
+def test_migrating_a_zstd_store_publishes_the_v4_zstd_generation_beside(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    log = _v0_zstd_store(tmp_path / "root")
     before = _digest(log)
     assert "needs-migration" in invoke("verify", log).output
-    result = invoke("migrate", log)
-    assert result.exit_code != 0 and "zstd" in result.output, result.output
-    assert "Traceback" not in result.output
-    assert _digest(log) == before
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["session.jsonl.zstd"]
+    result = invoke("migrate", tmp_path / "root")
+    assert result.exit_code == 0, result.output
+    published = log.with_name("session.v4.jsonl.zstd")
+    assert published.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+    assert decode_log(published).raw == (V0_BASIC / "expected.v4.jsonl").read_bytes()
+    assert _digest(log) == before  # the source generation stays as the backup
+    assert invoke("verify", tmp_path / "root").exit_code == 0
+
+
+def test_migrate_output_converts_between_encodings(invoke: Invoke, tmp_path: Path) -> None:
+    log = _v0_zstd_store(tmp_path / "root")
+    raw = tmp_path / "out.v4.jsonl"
+    zstd = tmp_path / "again.v4.jsonl.zstd"
+    assert invoke("migrate", log, "--output", raw).exit_code == 0
+    assert raw.read_bytes() == (V0_BASIC / "expected.v4.jsonl").read_bytes()
+    plain = tmp_path / "session.jsonl"
+    plain.write_bytes((V0_BASIC / "session.jsonl").read_bytes())
+    assert invoke("migrate", plain, "--output", zstd).exit_code == 0
+    assert decode_log(zstd).raw == raw.read_bytes()
+
+
+def test_opening_an_old_zstd_session_upgrades_it_in_zstd(tmp_path: Path) -> None:
+    log = _v0_zstd_store(tmp_path / "root")
+    store = JsonlStore(tmp_path / "root")
+    assert store.encoding == "zstd"
+    with store.open("fixture-session") as live:
+        live.append("turn/start", {"turn": 3})
+    published = log.with_name("session.v4.jsonl.zstd")
+    assert read_log(published).events[-1].type == "turn/start"
+    assert sorted(p.name for p in log.parent.iterdir() if "session." in p.name) == [
+        "session.jsonl.zstd",
+        "session.lock",
+        "session.v4.jsonl.zstd",
+        "session.v4.jsonl.zstd.durable",
+    ]
 
 
 def test_salvaging_a_zstd_log_is_refused_untouched(
