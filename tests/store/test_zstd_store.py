@@ -14,6 +14,7 @@ import pytest
 
 from dsh_store.errors import CorruptLogError, StoreEncodingError
 from dsh_store.jsonl.repair import intent_path, sidecar_path
+from dsh_store.jsonl.scan import LogScanner
 from dsh_store.jsonl.zstd_codec import decode_log
 from dsh_store.jsonl.zstd_frames import FrameScanner
 from dsh_store.repair import commit_repair
@@ -71,6 +72,8 @@ def test_a_root_belongs_to_one_encoding(tmp_path: Path) -> None:
     with JsonlStore(tmp_path).open("s") as live:  # detected: closes turn 2, appends frames
         live.append("turn/start", {"turn": 3})
     assert read_log(zlog).events[-1].type == "turn/start"
+    # The reopened writer's watermark names the log by its decoded header line.
+    assert LogScanner(zlog).exhaust().durable_size == zlog.stat().st_size
     before = zlog.read_bytes()
     with pytest.raises(StoreEncodingError) as caught:
         JsonlStore(tmp_path, encoding="raw").open("s")
