@@ -96,7 +96,7 @@ def iter_log_files(
         subdirs.sort()
         if orphans is not None:
             orphans.extend(orphan_temps_in(directory, files))
-        logs = sorted(name for name in files if name.endswith(".jsonl"))
+        logs = sorted(name for name in files if name.endswith((".jsonl", ".jsonl.zstd")))
         generations = [name for name in logs if layout.generation_version(name) is not None]
         newest = max(generations, key=lambda n: layout.generation_version(n) or 0, default=None)
         for name in logs:

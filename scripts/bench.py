@@ -1,7 +1,7 @@
 """Performance benchmarks, reported as ratios to baselines measured in the same run.
 
-Usage: ``python scripts/bench.py GROUP...`` with GROUP in model, store, migrate, cli or
-all. Each group lives in ``scripts/bench_<group>.py`` and exposes ``run(quick: bool)``.
+Usage: ``python scripts/bench.py GROUP...`` with GROUP in model, store, migrate, cli, zstd
+or all. Each group lives in ``scripts/bench_<group>.py`` and exposes ``run(quick: bool)``.
 With several groups each one runs in its own fresh interpreter, so that one group's
 memory (e.g. a 500 MB restore) never shows up in another's peak-RSS figures, which read
 ``RUSAGE_CHILDREN`` (the largest child a process ever waited for). Nothing here asserts a
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-GROUPS = ("model", "store", "migrate", "cli")
+GROUPS = ("model", "store", "migrate", "cli", "zstd")
 
 
 def main(argv: list[str]) -> int:
