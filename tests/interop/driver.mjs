@@ -158,6 +158,12 @@ async function write(command) {
         throw new Error(`unknown action ${JSON.stringify(action.do)}`);
     }
   }
+  if (command.holdUntilKilled) {
+    // A kill test's writer must still be running when its SIGKILL arrives: it idles here
+    // (the write-behind window still flushes what is buffered) instead of exiting.
+    say({ holding: true });
+    await new Promise(() => setInterval(() => {}, 1 << 30));
+  }
   const counts = Object.fromEntries([...live].map(([id, session]) => [id, session.events.length]));
   await ctx.fiber.dispose();
   say({ ok: true, events: counts });

@@ -55,6 +55,7 @@ def _kill_one(
         "packChunks": packed,
         "windowMs": rng.randint(1, 3),
         "actions": script.actions,
+        "holdUntilKilled": True,  # the kill may land after the last action, never after exit
     }
     wait_for = rng.randint(1, checkpoints - 1)
     delay = rng.uniform(0, 0.004)
