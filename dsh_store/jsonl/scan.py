@@ -55,6 +55,7 @@ __all__ = [
     "ScannedRow",
     "TornTail",
     "header_version",
+    "revision_of",
 ]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -180,6 +181,12 @@ class LogScanner:
         when that record is intact and names this file (its inode and header line).
         """
         return self._durable_size
+
+    @property
+    def revision(self) -> str | None:
+        """:func:`revision_of` the file as the last read opened it (None before any read)."""
+        info = self._stat
+        return None if info is None else revision_of(info)
 
     @property
     def stat(self) -> os.stat_result | None:
@@ -671,6 +678,11 @@ def _special_kind(path: str) -> str | None:
     except OSError:
         return None
     return None if stat.S_ISREG(mode) else _kind_of(mode)
+
+
+def revision_of(info: os.stat_result) -> str:
+    """A token that changes whenever the file changes: ``dev:ino:size:mtime_ns:ctime_ns``."""
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
 
 
 def header_version(path: str | os.PathLike[str]) -> int | None:
