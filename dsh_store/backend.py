@@ -121,6 +121,10 @@ class StoredLogReader(Protocol):
         """The committed rows after the header, in seq order."""
         ...
 
+    def reopen(self) -> StoredLogReader:
+        """A fresh reader of the same log (to locate a row after a refusal)."""
+        ...
+
 
 class Appender(Protocol):
     """The append handle of one log, held by its single writer.

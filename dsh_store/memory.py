@@ -345,6 +345,9 @@ class _MemoryReader:
         self._findings = list(self._header.findings)
         return self._header
 
+    def reopen(self) -> _MemoryReader:
+        return _MemoryReader(self._backend, self._location)
+
     def exhaust(self) -> _MemoryReader:
         for _ in self.rows():
             pass

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from . import _lazy_module_getattr
@@ -146,6 +146,25 @@ def read_stored(
 
     The reader is read once: a header it already read is not read again.
     """
+    return restore_stored(reader, path, child_headers=child_headers, lenient=lenient)[0]
+
+
+def restore_stored(
+    reader: StoredLogReader,
+    path: str | os.PathLike[str],
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    lenient: bool = False,
+    resume: bool = False,
+    clock: Callable[[], int] | None = None,
+) -> tuple[Inspection, Session]:
+    """:func:`read_stored`, and the validated :class:`Session` it built.
+
+    With ``resume`` the session is the one a writer continues: the closers are validated
+    into it right after the committed events, then the ``session/end-seed`` marker is
+    added (``clock`` stamps it and later appends). One read and one validation serve
+    the view, the repair and the resumed session alike.
+    """
     # Both kept off the verify cold start: a dataclass, and pathlib (with the urllib,
     # ipaddress and fnmatch modules it imports) for the Path in Inspection.path.
     from pathlib import Path
@@ -157,16 +176,23 @@ def read_stored(
     scanner, version, header, events, locate = _open_located(
         log, child_headers, reader, lenient=lenient
     )
+    committed: list[SessionEvent] = []
+    closing: list[SessionEvent] = []
+    if resume:
+        events = _then_closers(events, committed, closing)
     with source_located(log), corruption_first(log), _collector_paused():
         try:
-            session = Session.from_restore(header, events)
+            session = Session.from_restore(header, events, resume=resume, clock=clock)
         except EventValidationError as error:
-            raise _model_error(error, log, version, locate) from None
-    restored = tuple(session.events)
-    closers = tuple(interrupted_closers(restored))
+            raise _model_error(error, log, version, locate, reader) from None
+    if resume:
+        restored, closers = tuple(committed), tuple(closing)
+    else:
+        restored = tuple(session.events)
+        closers = tuple(interrupted_closers(restored))
     revision = scanner.revision
     assert revision is not None
-    return Inspection(
+    inspection = Inspection(
         path=log,
         header=header,
         events=restored,
@@ -179,6 +205,20 @@ def read_stored(
         classification=_classification_of(scanner.torn, not closers, version),
         revision=revision,
     )
+    return inspection, session
+
+
+def _then_closers(
+    events: Iterable[SessionEvent], committed: list[SessionEvent], closers: list[SessionEvent]
+) -> Iterator[SessionEvent]:
+    """``events``, then the closers of the open turn they leave (collected on the way)."""
+    from .model import interrupted_closers
+
+    for event in events:
+        committed.append(event)
+        yield event
+    closers.extend(interrupted_closers(committed))
+    yield from closers
 
 
 def _open_events(
@@ -355,6 +395,7 @@ def _model_error(
     log: str | os.PathLike[str],
     version: int,
     locate: Locate | None = None,
+    reader: StoredLogReader | None = None,
 ) -> DshStoreError:
     """A model rule broken by a committed event: corruption in a v4 log (located by line
     and byte offset), a refusal when the event came out of the migration chain.
@@ -383,7 +424,8 @@ def _model_error(
         )
     line = offset = None
     if error.seq is not None:
-        for row in LogScanner(log).rows():
+        # A fresh pass over the same log (of whichever backend) finds the event's row.
+        for row in (LogScanner(log) if reader is None else reader.reopen()).rows():
             if row.first_seq == error.seq:
                 line, offset = row.line, row.offset
                 break

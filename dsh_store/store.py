@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import os
 import time
 import uuid
@@ -56,8 +57,8 @@ from .model import (
     SessionHeader,
     build_fork_seed,
 )
-from .repair import RepairPlan, commit_repair, commit_repair_with, repair_file
-from .restore import read_stored
+from .repair import RepairPlan, commit_repair, commit_repair_with, repair_file, repair_request
+from .restore import restore_stored
 from .salvage import SalvagePlan, SalvageRefusedError, salvage_file
 
 __all__ = [
@@ -138,7 +139,11 @@ class SessionStore:
         return False
 
     def _read(self, log: Path) -> Inspection:
-        return read_stored(self.backend.read(log), log)
+        return self._restore(log)[0]
+
+    def _restore(self, log: Path, *, resume: bool = False) -> tuple[Inspection, Session]:
+        """One read of the log: the view and its validated session (see restore_stored)."""
+        return restore_stored(self.backend.read(log), log, resume=resume, clock=self._clock)
 
     def _upgrade_for_write(self, inspection: Inspection, log: Path) -> Inspection:
         """Publish the v4 upgrade of an older log (only JSONL stores hold older ones)."""
@@ -346,10 +351,7 @@ class SessionStore:
         lock = self.backend.lock(log, session_id)
         lock.acquire()
         try:
-            inspection = self._restore_for_write(log, session_id)
-            session = Session.from_restore(
-                inspection.header, inspection.events, resume=True, clock=self._clock
-            )
+            inspection, session = self._resume(log, session_id)
             writer = self.backend.open_appender(
                 inspection.path,
                 expected_size=inspection.file_size,
@@ -367,6 +369,42 @@ class SessionStore:
             writer=writer,
             written=len(inspection.events),
         )
+
+    def _resume(self, log: Path, session_id: str) -> tuple[Inspection, Session]:
+        """Read and validate the log once, commit its repair, return the resumed session.
+
+        The session validated by the read already holds the closers and the end-seed, so
+        the repaired log is not read back: the repair wrote exactly the closers' records
+        after the committed region, and the appender's tail check (the size below) refuses
+        to continue a log that is anything else. An older log is upgraded first, which
+        reads the published upgrade (``_restore_for_write``).
+        """
+        inspection, session = self._restore(log, resume=True)
+        self._check_identity(inspection, session_id)
+        if inspection.source_version != SESSION_FORMAT_VERSION:
+            upgraded = self._upgrade_for_write(inspection, log)
+            return upgraded, Session.from_restore(
+                upgraded.header, upgraded.events, resume=True, clock=self._clock
+            )
+        if not inspection.needs_repair:
+            return inspection, session
+        self.backend.commit_repair(inspection.path, repair_request(inspection))
+        repaired = dataclasses.replace(
+            inspection,
+            events=inspection.balanced,
+            closers=(),
+            torn=None,
+            committed_size=inspection.committed_size
+            + sum(len(event.line) for event in inspection.closers),
+            findings=tuple(
+                finding
+                for finding in inspection.findings
+                if finding.rule not in ("torn-tail", "open-turn")
+            ),
+            classification="ok",
+            revision=self.backend.revision(inspection.path),
+        )
+        return dataclasses.replace(repaired, file_size=repaired.committed_size), session
 
     def _restore_for_write(
         self, log: Path, session_id: str, *, continuing: bool = False
@@ -522,10 +560,11 @@ class JsonlStore(SessionStore):
             row_binding(self.root, location.parent, entry.header.value, path=location) is not None
         )
 
-    def _read(self, log: Path) -> Inspection:
+    def _restore(self, log: Path, *, resume: bool = False) -> tuple[Inspection, Session]:
         reader = self.backend.read(log)
         # One header read serves both the version check and the child evidence.
-        return read_stored(reader, log, child_headers=self.migration_children(reader.read_header()))
+        children = self.migration_children(reader.read_header())
+        return restore_stored(reader, log, child_headers=children, resume=resume, clock=self._clock)
 
     def _upgrade_for_write(self, inspection: Inspection, log: Path) -> Inspection:
         from .migrate import publish_upgrade

@@ -246,6 +246,10 @@ class LogScanner:
             self._findings.extend(framing_findings(line))
             raise
 
+    def reopen(self) -> LogScanner:
+        """A new scanner of the same file (its own pass, state and findings)."""
+        return LogScanner(self.path, chunk_size=self._chunk_size)
+
     def exhaust(self) -> LogScanner:
         """Scan the whole file, discarding rows (for summaries only); returns self."""
         for _ in self.rows():
