@@ -28,17 +28,16 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
 from ..errors import CorruptLogError, DshStoreError, NotASessionError, UnsupportedVersionError
 from ..jsonvalue import duplicate_key
+from ..records import Finding, HeaderInfo, ScannedRow, TornTail
 from .rows import (
     CURRENT_VERSION,
     PACKED_ROW_TYPES,
-    Finding,
-    HeaderInfo,
     framing_findings,
     packed_row_count,
     read_header_line,
@@ -60,6 +59,7 @@ __all__ = [
     "ScannedRow",
     "TornTail",
     "header_version",
+    "revision_of",
 ]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -102,38 +102,6 @@ def _elided(size: int, *, nul: bool = True) -> _Elided:
 def _size(raw: bytes) -> int:
     """Length of a line as it is in the file (an elided line's real length)."""
     return raw.size if type(raw) is _Elided else len(raw)
-
-
-class ScannedRow(NamedTuple):
-    """One accepted row of the committed prefix.
-
-    ``line`` is the 1-based physical line, ``offset`` the byte offset of the line start,
-    ``raw`` the line bytes without the line ending, ``value`` the decoded object,
-    ``first_seq``/``seq_count`` the logical seqs it covers (``seq_count`` > 1 only for a
-    V0/V1 packed chunk row, which is passed through unexpanded).
-    """
-
-    line: int
-    offset: int
-    raw: bytes
-    value: dict[str, Any]
-    first_seq: int
-    seq_count: int
-
-
-class TornTail(NamedTuple):
-    """The crash tail: bytes ``[offset, offset + length)`` that are not part of the log.
-
-    ``line`` is the physical line where it starts, ``seq`` the seq the next row should have
-    carried, ``rule`` the defect that starts it and ``reason`` a readable description.
-    """
-
-    offset: int
-    length: int
-    line: int
-    reason: str
-    seq: int
-    rule: str
 
 
 class _Defect(NamedTuple):
@@ -236,6 +204,12 @@ class LogScanner:
         return self._recovered_events
 
     @property
+    def revision(self) -> str | None:
+        """:func:`revision_of` the file as the last read opened it (None before any read)."""
+        info = self._stat
+        return None if info is None else revision_of(info)
+
+    @property
     def stat(self) -> os.stat_result | None:
         """``fstat`` of the file taken when the last scan opened it."""
         return self._stat
@@ -294,6 +268,10 @@ class LogScanner:
         except UnsupportedVersionError:
             self._findings.extend(framing_findings(line))
             raise
+
+    def reopen(self) -> LogScanner:
+        """A new scanner of the same file (its own pass, state and findings)."""
+        return LogScanner(self.path, chunk_size=self._chunk_size)
 
     def exhaust(self) -> LogScanner:
         """Scan the whole file, discarding rows (for summaries only); returns self."""
@@ -881,6 +859,11 @@ def _special_kind(path: str) -> str | None:
     except OSError:
         return None
     return None if stat.S_ISREG(mode) else _kind_of(mode)
+
+
+def revision_of(info: os.stat_result) -> str:
+    """A token that changes whenever the file changes: ``dev:ino:size:mtime_ns:ctime_ns``."""
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
 
 
 def header_version(path: str | os.PathLike[str]) -> int | None:
