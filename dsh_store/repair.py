@@ -77,6 +77,8 @@ def commit_repair_with(
     backend: StorageBackend, inspection: Inspection, reread: Callable[[], Inspection]
 ) -> Inspection:
     """:func:`commit_repair` through ``backend``; ``reread`` reads the repaired log back."""
+    if is_zstd_log(inspection.path):  # a torn frame's records are kept: one new frame
+        return _commit_zstd_repair(inspection)
     if not inspection.needs_repair:
         return inspection
     if inspection.source_version != SESSION_FORMAT_VERSION:
