@@ -27,6 +27,7 @@ __all__ = [
     "EventValidationError",
     "ForkedSessionError",
     "InvalidSessionIdError",
+    "LoneSurrogateError",
     "LosslessJsonError",
     "MigrationOptionsError",
     "MigrationRefusedError",
@@ -629,4 +630,48 @@ class DuplicateKeyError(LosslessJsonError):
             seq=seq,
             rule="duplicate-key",
             detail=detail,
+        )
+
+
+class LoneSurrogateError(CorruptLogError):
+    """A complete line holds a lone UTF-16 surrogate escape (rule ``lone-surrogate``).
+
+    The line is valid JSON (DSH's writer produces ``"\\ud800"`` for a string holding half
+    of a surrogate pair), but the escape encodes no Unicode character, so the text cannot
+    be carried as it is. ``json_path`` names the string (``$.data.content[0].text``) and
+    ``code_unit`` the surrogate (``U+D800``). Never a crash tail: the line was written
+    whole. The file is left byte-identical.
+    """
+
+    json_path: str
+    code_unit: str
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        line: int,
+        offset: int,
+        seq: int,
+        json_path: str,
+        code_unit: str,
+        remedy: str,
+    ) -> None:
+        detail = (
+            f"the string at {json_path} holds a lone UTF-16 surrogate ({code_unit}), half of "
+            "a pair that encodes no character"
+        )
+        DshStoreError.__init__(
+            self,
+            f"{_where(path, line, offset, seq)}: unreadable text in a session log: {detail} "
+            f"[lone-surrogate]; the file was not modified — {remedy}",
+            path=path,
+            line=line,
+            offset=offset,
+            seq=seq,
+            rule="lone-surrogate",
+            detail=detail,
+            json_path=json_path,
+            code_unit=code_unit,
+            remedy=remedy,
         )

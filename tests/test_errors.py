@@ -75,6 +75,8 @@ FACT_VALUES: dict[str, object] = {
     "seq": 7,
     "event_type": "user/message",
     "json_path": "data.x",
+    "code_unit": "U+D800",
+    "remedy": "salvage it",
     "edge": "2->3",
     "version": 2,
     "supported": 4,
