@@ -138,6 +138,23 @@ def test_damaged_logs_get_the_same_verdict(
     assert our_verdict.structure == upstream_verdict.structure, f"{name} of {log} (seed {SEED})"
 
 
+def test_a_repeated_key_is_refused_where_upstream_keeps_the_last_value(
+    upstream: Upstream, written: dict[bool, Written], tmp_path: Path
+) -> None:
+    """A deliberate departure: readers that keep the first and the last value disagree on
+    such a line, so dsh-store refuses it (rule ``duplicate-key``); upstream's parser keeps
+    the last value and accepts the log."""
+    source = written[True].log(SESSION)
+    root = tmp_path / "store"
+    log = root / source.parent.parent.name / SESSION / "session.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(_duplicate_key(source.read_bytes()))
+    assert theirs(inspect_all(upstream, root, (SESSION,))[SESSION]).accepted, f"seed {SEED}"
+    our_verdict = ours(log, messages=False)
+    assert not our_verdict.accepted and our_verdict.error is not None
+    assert "twice in one object" in our_verdict.error, our_verdict.error
+
+
 def _header_of(written: Written, session_id: str, **changes: object) -> bytes:
     header = json.loads(written.log(SESSION).read_bytes().split(b"\n")[0])
     return _compact({**header, "id": session_id, **changes}) + b"\n"
