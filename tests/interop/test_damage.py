@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_store.errors import CorruptLogError, LoneSurrogateError, MigrationRefusedError
+from dsh_store.errors import LoneSurrogateError, MigrationRefusedError
 from dsh_store.jsonl.scan import LogScanner
 from dsh_store.store import JsonlStore
 from tests.interop.conftest import CLOCK, SEED, Written, inspect_all
@@ -244,12 +244,6 @@ DEPARTURES: dict[str, tuple[Callable[[bytes], bytes], bool, type[Exception] | No
         True,
         None,
         "2.0 is a float to a lossless reader; no DSH writer produces it; the row is a tail",
-    ),
-    "duplicate-key": (
-        _duplicate_key,
-        True,
-        CorruptLogError,
-        "readers keeping the first and the last value disagree on what the line says",
     ),
     "lone-surrogate-in-user-text": (
         _lone_surrogate_in_user_text,
