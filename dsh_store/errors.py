@@ -399,20 +399,25 @@ class StorageError(DshStoreError, OSError):
 
     Still an :class:`OSError` (``errno``, ``strerror`` and ``filename`` are those of the
     cause), so callers can match the errno; the message says which operation failed on
-    which file and that nothing acknowledged was lost.
+    which file, that nothing acknowledged was lost, and what to do again once the disk is
+    fixed: ``then`` (``"flush again"`` for a write path; ``"open it again"``, ...).
     """
 
     operation: str
     path: str
+    then: str
 
-    def __init__(self, operation: str, path: str, cause: OSError) -> None:
+    def __init__(
+        self, operation: str, path: str, cause: OSError, *, then: str = "flush again"
+    ) -> None:
         reason = cause.strerror or str(cause)
         super().__init__(
             f"{path}: {operation} failed: {reason} (errno {cause.errno}); nothing acknowledged "
             "was lost and the file is back to its last durable state — fix the disk (free space, "
-            "permissions) and flush again",
+            f"permissions) and {then}",
             operation=operation,
             path=path,
+            then=then,
         )
         self.errno = cause.errno
         self.strerror = cause.strerror

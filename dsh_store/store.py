@@ -219,7 +219,7 @@ class JsonlStore:
     def inspect(self, session_id: str) -> Inspection:
         """The balanced view of a session: closers in memory, torn tail untouched, no write."""
         log = self._require(session_id)
-        with storage_errors(f"reading session {session_id!r}", log):
+        with storage_errors(f"reading session {session_id!r}", log, then="read it again"):
             inspection = self._read(log)
         _check_identity(inspection, session_id, self.root)
         return inspection
@@ -234,7 +234,7 @@ class JsonlStore:
         """
         log = self._require(session_id)
         lock = SessionLock(log.parent, session_id)
-        with storage_errors(f"loading session {session_id!r}", log), lock:
+        with storage_errors(f"loading session {session_id!r}", log, then="load it again"), lock:
             inspection = self._read(log)
             _check_identity(inspection, session_id, self.root)
             if inspection.source_version != SESSION_FORMAT_VERSION:
@@ -391,7 +391,9 @@ class JsonlStore:
 
     def _open_handle(self, session_id: str) -> _Handle:
         log = self._require(session_id)
-        with storage_errors(f"opening session {session_id!r} for writing", log):
+        with storage_errors(
+            f"opening session {session_id!r} for writing", log, then="open it again"
+        ):
             return self._open_handle_at(log, session_id)
 
     def _open_handle_at(self, log: Path, session_id: str) -> _Handle:
@@ -508,7 +510,9 @@ class JsonlStore:
         :raises StorageError: the OS refused a read or write (e.g. permission denied).
         """
         child = child_id if child_id is not None else str(uuid.uuid4())
-        with storage_errors(f"forking session {session_id!r} as {child!r}", self.root):
+        with storage_errors(
+            f"forking session {session_id!r} as {child!r}", self.root, then="fork it again"
+        ):
             return self._fork(session_id, boundary, child)
 
     def _fork(self, session_id: str, boundary: int | None, child: str) -> str:

@@ -83,6 +83,7 @@ FACT_VALUES: dict[str, object] = {
     "action": "repair",
     "cause": OSError(errno.EACCES, "Permission denied"),
     "operation": "open",
+    "then": "open it again",
     "instead": "pass a session directory",
     "owner_pid": 4100,
     "empty": True,
