@@ -27,6 +27,7 @@ __all__ = [
     "EventValidationError",
     "ForkedSessionError",
     "InvalidSessionIdError",
+    "LoneSurrogateError",
     "LosslessJsonError",
     "MigrationOptionsError",
     "MigrationRefusedError",
@@ -400,20 +401,25 @@ class StorageError(DshStoreError, OSError):
 
     Still an :class:`OSError` (``errno``, ``strerror`` and ``filename`` are those of the
     cause), so callers can match the errno; the message says which operation failed on
-    which file and that nothing acknowledged was lost.
+    which file, that nothing acknowledged was lost, and what to do again once the disk is
+    fixed: ``then`` (``"flush again"`` for a write path; ``"open it again"``, ...).
     """
 
     operation: str
     path: str
+    then: str
 
-    def __init__(self, operation: str, path: str, cause: OSError) -> None:
+    def __init__(
+        self, operation: str, path: str, cause: OSError, *, then: str = "flush again"
+    ) -> None:
         reason = cause.strerror or str(cause)
         super().__init__(
             f"{path}: {operation} failed: {reason} (errno {cause.errno}); nothing acknowledged "
             "was lost and the file is back to its last durable state — fix the disk (free space, "
-            "permissions) and flush again",
+            f"permissions) and {then}",
             operation=operation,
             path=path,
+            then=then,
         )
         self.errno = cause.errno
         self.strerror = cause.strerror
@@ -670,4 +676,48 @@ class StoreEncodingError(DshStoreError):
             path=path,
             found=found,
             expected=expected,
+        )
+
+
+class LoneSurrogateError(CorruptLogError):
+    """A complete line holds a lone UTF-16 surrogate escape (rule ``lone-surrogate``).
+
+    The line is valid JSON (DSH's writer produces ``"\\ud800"`` for a string holding half
+    of a surrogate pair), but the escape encodes no Unicode character, so the text cannot
+    be carried as it is. ``json_path`` names the string (``$.data.content[0].text``) and
+    ``code_unit`` the surrogate (``U+D800``). Never a crash tail: the line was written
+    whole. The file is left byte-identical.
+    """
+
+    json_path: str
+    code_unit: str
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        line: int,
+        offset: int,
+        seq: int,
+        json_path: str,
+        code_unit: str,
+        remedy: str,
+    ) -> None:
+        detail = (
+            f"the string at {json_path} holds a lone UTF-16 surrogate ({code_unit}), half of "
+            "a pair that encodes no character"
+        )
+        DshStoreError.__init__(
+            self,
+            f"{_where(path, line, offset, seq)}: unreadable text in a session log: {detail} "
+            f"[lone-surrogate]; the file was not modified — {remedy}",
+            path=path,
+            line=line,
+            offset=offset,
+            seq=seq,
+            rule="lone-surrogate",
+            detail=detail,
+            json_path=json_path,
+            code_unit=code_unit,
+            remedy=remedy,
         )

@@ -186,7 +186,7 @@ class SessionStore:
     def inspect(self, session_id: str) -> Inspection:
         """The balanced view of a session: closers in memory, torn tail untouched, no write."""
         log = self._require(session_id)
-        with storage_errors(f"reading session {session_id!r}", log):
+        with storage_errors(f"reading session {session_id!r}", log, then="read it again"):
             inspection = self._read(log)
         self._check_identity(inspection, session_id)
         return inspection
@@ -201,7 +201,7 @@ class SessionStore:
         """
         log = self._require(session_id)
         lock = self.backend.lock(log, session_id)
-        with storage_errors(f"loading session {session_id!r}", log), lock:
+        with storage_errors(f"loading session {session_id!r}", log, then="load it again"), lock:
             inspection = self._read(log)
             self._check_identity(inspection, session_id)
             if inspection.source_version != SESSION_FORMAT_VERSION:
@@ -354,7 +354,9 @@ class SessionStore:
     def _open_handle(self, session_id: str) -> _Handle:
         log = self._require(session_id)
         self._check_encoding(log)
-        with storage_errors(f"opening session {session_id!r} for writing", log):
+        with storage_errors(
+            f"opening session {session_id!r} for writing", log, then="open it again"
+        ):
             return self._open_handle_at(log, session_id)
 
     def _open_handle_at(self, log: Path, session_id: str) -> _Handle:
@@ -495,7 +497,9 @@ class SessionStore:
         :raises StorageError: the OS refused a read or write (e.g. permission denied).
         """
         child = child_id if child_id is not None else str(uuid.uuid4())
-        with storage_errors(f"forking session {session_id!r} as {child!r}", self._where):
+        with storage_errors(
+            f"forking session {session_id!r} as {child!r}", self._where, then="fork it again"
+        ):
             return self._fork(session_id, boundary, child)
 
     def _fork(self, session_id: str, boundary: int | None, child: str) -> str:

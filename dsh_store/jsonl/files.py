@@ -431,11 +431,14 @@ class LogWriter:
 
 
 @contextlib.contextmanager
-def storage_errors(operation: str, path: str | os.PathLike[str]) -> Iterator[None]:
+def storage_errors(
+    operation: str, path: str | os.PathLike[str], *, then: str = "flush again"
+) -> Iterator[None]:
     """Raise a bare :class:`OSError` of ``operation`` as :class:`StorageError`.
 
     The error names the file the OS named (else ``path``), the operation and the errno;
-    errors that already are dsh-store errors pass through unchanged.
+    ``then`` ends its message (what to do again). Errors that already are dsh-store
+    errors pass through unchanged.
     """
     try:
         yield
@@ -443,4 +446,4 @@ def storage_errors(operation: str, path: str | os.PathLike[str]) -> Iterator[Non
         if isinstance(error, DshStoreError):
             raise
         named = error.filename if isinstance(error.filename, str) else os.fspath(path)
-        raise StorageError(operation, named, error) from error
+        raise StorageError(operation, named, error, then=then) from error

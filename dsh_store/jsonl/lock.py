@@ -58,7 +58,9 @@ class SessionLock:
         except Timeout as error:
             raise SessionLockedError(self.session_id, str(self.path)) from error
         except OSError as error:  # e.g. no permission to open or create the lock file
-            raise StorageError("taking the session lock", str(self.path), error) from error
+            raise StorageError(
+                "taking the session lock", str(self.path), error, then="take the lock again"
+            ) from error
 
     def release(self) -> None:
         """Release the lock if held; idempotent. The lock file stays."""

@@ -74,7 +74,9 @@ def commit_truncation(
     except OSError as error:
         if isinstance(error, DshStoreError):
             raise
-        raise StorageError(f"cutting the torn tail at byte {offset}", str(log), error) from error
+        raise StorageError(
+            f"cutting the torn tail at byte {offset}", str(log), error, then="open or load it again"
+        ) from error
 
 
 def _commit_truncation(log: Path, offset: int, expected_size: int | None) -> Path | None:

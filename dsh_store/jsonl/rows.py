@@ -26,6 +26,7 @@ V0 logs lack ``delegationDepth`` and whether that is acceptable is a model/migra
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Final
 
@@ -43,6 +44,7 @@ __all__ = [
     "HeaderInfo",
     "framing_findings",
     "is_packed_row",
+    "lone_surrogate",
     "packed_row_count",
     "packed_row_problem",
     "read_header_line",
@@ -78,6 +80,67 @@ DECODE_DEPTH_LIMIT: Final = 1024
 """Most container levels the line decoder (orjson) reads; deeper lines cannot be decoded."""
 
 _NUMBER: Final = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+|-?[0-9]{309,}")
+
+
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _refuse_constant(literal: str) -> Any:
+    """Refuse NaN and Infinity, which Python's decoder accepts and JSON does not."""
+    raise ValueError(literal)
+
+
+def lone_surrogate(raw: bytes) -> tuple[str, str] | None:
+    """For a line the decoder refused: ``(JSON path, code unit)`` of the first lone
+    UTF-16 surrogate escape (``"\\ud800"``) in a line that is otherwise valid JSON, else
+    None.
+
+    JSON's grammar admits such an escape and JavaScript's ``JSON.stringify`` writes one
+    for a string holding half of a surrogate pair; it encodes no Unicode scalar value, so
+    the decoder (and UTF-8) cannot hold it. The path is ``$`` then ``.key`` / ``[i]``
+    steps (keys that are not plain words as JSON strings); a key that is itself the lone
+    surrogate is the last step.
+    """
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+    return _first_lone_surrogate(value, "$")
+
+
+def _lone_unit(text: str) -> str | None:
+    for char in text:
+        if 0xD800 <= ord(char) <= 0xDFFF:
+            return f"U+{ord(char):04X}"
+    return None
+
+
+def _step(key: str) -> str:
+    if key.isidentifier() and key.isascii():
+        return "." + key
+    return "[" + json.dumps(key) + "]"
+
+
+def _first_lone_surrogate(value: Any, path: str) -> tuple[str, str] | None:
+    if isinstance(value, str):
+        unit = _lone_unit(value)
+        return None if unit is None else (path, unit)
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _first_lone_surrogate(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            unit = _lone_unit(key)
+            if unit is not None:
+                return path + _step(key), unit
+            found = _first_lone_surrogate(item, path + _step(key))
+            if found is not None:
+                return found
+    return None
 
 
 def unparsable_reason(raw: bytes) -> str:

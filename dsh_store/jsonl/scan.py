@@ -32,13 +32,20 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
-from ..errors import CorruptLogError, DshStoreError, NotASessionError, UnsupportedVersionError
+from ..errors import (
+    CorruptLogError,
+    DshStoreError,
+    LoneSurrogateError,
+    NotASessionError,
+    UnsupportedVersionError,
+)
 from ..jsonvalue import duplicate_key
 from ..records import Finding, HeaderInfo, ScannedRow, TornTail
 from .rows import (
     CURRENT_VERSION,
     PACKED_ROW_TYPES,
     framing_findings,
+    lone_surrogate,
     packed_row_count,
     read_header_line,
     row_problem,
@@ -453,6 +460,7 @@ class LogScanner:
         defect: _Defect | None = None
         defect_size = 0
         defect_nul = False
+        defect_closes_turn = False
         rest: list[bytes] = []
         for parts, has_cr in batches:
             batch_start = line_no
@@ -467,6 +475,8 @@ class LogScanner:
                 try:
                     value = loads(raw)
                 except decode_error:
+                    if type(raw) is not _Elided:
+                        self._refuse_lone_surrogate(raw, line_no, offset, expected, version)
                     defect_size = _size(raw) + (length - len(raw))
                     defect_nul = type(raw) is _Elided or b"\0" in raw
                     message = "line is not valid JSON" if defect_nul else unparsable_reason(raw)
@@ -501,6 +511,7 @@ class LogScanner:
                     rule = "seq-gap" if first_seq > expected else "seq-duplicate"
                     message = f"expected seq {expected}, found {first_seq}"
                     defect = _Defect(rule, message, line_no, offset, expected)
+                    defect_closes_turn = value.get("type") == "turn/end"
                     break
                 if old_rows and dumps(value) != raw:
                     self._refuse_duplicate_keys(raw, line_no, offset, expected)
@@ -537,6 +548,8 @@ class LogScanner:
             self._look_for_commit(
                 later, defect, line_no, defect.offset + defect_size, defect_nul, version
             )
+            if defect_closes_turn:  # after the later evidence, which the message names first
+                self._refuse_misnumbered_turn_end(defect)
         if frames is not None:
             frames.finish(None)
             self._finished = True
@@ -666,6 +679,52 @@ class LogScanner:
                 seq=seq,
                 rule="duplicate-key",
             )
+
+    def _refuse_lone_surrogate(
+        self, raw: bytes, line_no: int, offset: int, seq: int, version: int
+    ) -> None:
+        """Raise LoneSurrogateError if ``raw`` is valid JSON holding a lone surrogate.
+
+        Wherever it is (docs/format.md §3): the line is complete, so it is no crash's
+        remains, and cutting it as a tail would drop an event its writer acknowledged.
+        """
+        found = lone_surrogate(raw)
+        if found is None:
+            return
+        if version < CURRENT_VERSION:
+            remedy = (
+                "DSH, which writes such strings, still reads it; dsh-store reads text only as "
+                "Unicode characters and does not migrate the log"
+            )
+        else:
+            remedy = (
+                "no v4 writer produces such a line; to keep the events before it, salvage the "
+                "log (`dsh-store repair --salvage --output OUT`)"
+            )
+        raise LoneSurrogateError(
+            self.path,
+            line=line_no,
+            offset=offset,
+            seq=seq,
+            json_path=found[0],
+            code_unit=found[1],
+            remedy=remedy,
+        )
+
+    def _refuse_misnumbered_turn_end(self, defect: _Defect) -> None:
+        """Raise CorruptLogError for a defect that is a complete ``turn/end`` row whose only
+        fault is its seq (docs/format.md §3.1): a crash leaves a prefix of what a writer
+        wrote, never a whole line with a seq that writer did not give it, and this line is
+        itself the marker of a closed turn, which DSH also refuses as committed."""
+        raise CorruptLogError(
+            self.path,
+            f"{defect.message} [{defect.rule}]; the line is a complete turn/end row with a "
+            "wrong seq, which no interrupted write leaves, so this region was committed",
+            line=defect.line,
+            offset=defect.offset,
+            seq=defect.seq,
+            rule=defect.rule,
+        )
 
     def _look_for_commit(
         self,

@@ -5,33 +5,30 @@ defective last line, unknown event types, and store roots holding things that ar
 sessions. Each case compares verdict, events kept and closers (``inspect``) or the listed
 ids (``list``), as ``tests/interop/__init__.py`` describes.
 
-Known departures, deliberately not asserted here (upstream's behaviour on the left):
-
-- a leading UTF-8 BOM: upstream refuses the header; dsh-store skips it (finding ``bom``);
-- a header without ``delegationDepth``: upstream refuses it; dsh-store reads it as 0 (a
-  finding), as early format-0 builds wrote such headers;
-- a complete last line that breaks the seq order *and itself holds a ``turn/end``*:
-  upstream refuses it as committed corruption, dsh-store cuts it as a crash tail;
-- a header with an unknown extra field: upstream tolerates it, dsh-store refuses it;
-- numbers no upstream writer produces (``1.0``, ``1e3``, ``2.0`` as seq) are integers to
-  upstream's JSON parser and floats to dsh-store's;
-- ``list``: upstream fails the whole listing on a flat ``<project>/<id>.jsonl`` file, an
-  artifact of the other encoding or a header naming another path, and lists a header of a
-  newer version; dsh-store leaves out what it cannot list and lists what it can.
+Known departures (docs/format.md, "Where dsh-store departs from DSH, and why") are asserted
+as departures in ``DEPARTURES`` below: each case checks both sides' verdicts, so a change on
+either side shows up. The ``list`` differences (upstream fails the whole listing on a flat
+``<project>/<id>.jsonl`` file, an artifact of the other encoding or a header naming another
+path, and lists a header of a newer version; dsh-store leaves out what it cannot list and
+lists what it can) are documented there and not yet asserted here.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from dsh_store.errors import LoneSurrogateError, MigrationRefusedError
+from dsh_store.jsonl.scan import LogScanner
 from dsh_store.store import JsonlStore
-from tests.interop.conftest import SEED, Written, inspect_all
+from tests.interop.conftest import CLOCK, SEED, Written, inspect_all
 from tests.interop.harness import ours, run_driver, theirs
+from tests.interop.scenarios import Script
 from tests.interop.upstream import Upstream
 
 pytestmark = pytest.mark.requires("upstream")
@@ -114,6 +111,7 @@ MUTATIONS: dict[str, Callable[[bytes], bytes]] = {
             },
         ]
     ),
+    "duplicated-last-turn-end": lambda data: data + _lines(data)[-1] + b"\n",
     "open-turn-then-torn-line": lambda data: (
         _after_last(
             lambda seq, time: [
@@ -194,3 +192,109 @@ def test_listing_a_root_with_non_sessions_agrees(
     assert "error" not in listed, listed["error"]
     upstream_ids = sorted(header["id"] for header in listed["headers"])
     assert sorted(header.id for header in JsonlStore(root).list()) == upstream_ids, name
+
+
+def _with_header(**changes: object) -> Callable[[bytes], bytes]:
+    def mutate(data: bytes) -> bytes:
+        head, rest = data.split(b"\n", 1)
+        header = {**json.loads(head), **changes}
+        return _compact({k: v for k, v in header.items() if v is not None}) + b"\n" + rest
+
+    return mutate
+
+
+def _seq_as_float(data: bytes) -> bytes:
+    """The last row's seq written as ``N.0``: the same number to upstream's parser."""
+    lines = _lines(data)
+    seq = json.loads(lines[-1])["seq"]
+    last = lines[-1].replace(b'"seq":%d' % seq, b'"seq":%d.0' % seq, 1)
+    return b"\n".join([*lines[:-1], last]) + b"\n"
+
+
+def _lone_surrogate_in_user_text(data: bytes) -> bytes:
+    lines = _lines(data)
+    index = next(i for i, raw in enumerate(lines) if b'"user/message"' in raw)
+    lines[index] = lines[index].replace(b'"text":"', b'"text":"\\ud83d ', 1)
+    return b"\n".join(lines) + b"\n"
+
+
+# name -> (mutation, upstream accepts, dsh-store's refusal class or None when it accepts,
+# why dsh-store departs). Each is in docs/format.md's list of departures.
+DEPARTURES: dict[str, tuple[Callable[[bytes], bytes], bool, type[Exception] | None, str]] = {
+    "leading-bom": (
+        lambda data: b"\xef\xbb\xbf" + data,
+        False,
+        None,
+        "a BOM added by an editor is no damage to the events; skipped with finding bom",
+    ),
+    "header-without-delegation-depth": (
+        _with_header(delegationDepth=None),
+        False,
+        None,
+        "early format-0 builds wrote headers without it; read as 0 with a finding",
+    ),
+    "header-with-unknown-field": (
+        _with_header(futureField=1),
+        True,
+        MigrationRefusedError,
+        "the v4 header admits no extra key, and migrating would drop it silently",
+    ),
+    "seq-as-float-literal": (
+        _seq_as_float,
+        True,
+        None,
+        "2.0 is a float to a lossless reader; no DSH writer produces it; the row is a tail",
+    ),
+    "lone-surrogate-in-user-text": (
+        _lone_surrogate_in_user_text,
+        True,
+        LoneSurrogateError,
+        "the escape encodes no character; dsh-store refuses rather than alter the text",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEPARTURES))
+def test_known_departures_stay_as_documented(
+    upstream: Upstream, written: dict[bool, Written], tmp_path: Path, name: str
+) -> None:
+    mutation, upstream_accepts, refusal, why = DEPARTURES[name]
+    source = written[True].log(SESSION)
+    root = tmp_path / "store"
+    log = root / source.parent.parent.name / SESSION / "session.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(mutation(source.read_bytes()))
+    upstream_verdict = theirs(inspect_all(upstream, root, (SESSION,))[SESSION])
+    our_verdict = ours(log, messages=False)
+    assert upstream_verdict.accepted is upstream_accepts, (name, upstream_verdict.error)
+    if refusal is None:
+        assert our_verdict.accepted, (name, our_verdict.error)
+    else:
+        assert not our_verdict.accepted, name
+        assert (our_verdict.error or "").startswith(refusal.__name__ + ":"), our_verdict.error
+    assert our_verdict.structure != upstream_verdict.structure, f"{name} now agrees: {why}"
+
+
+def test_a_lone_surrogate_written_by_upstream_is_refused_by_its_rule(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    # DSH's own writer, given user text holding half a surrogate pair, writes the escape.
+    script = Script(random.Random(SEED))
+    session = "broken-emoji"
+    script.create(session)
+    script.append(session, "turn/start", {"turn": 1})
+    script.append(session, "step/start", {"turn": 1, "step": 1})
+    script.user(session, "look \ud83d here")
+    script.append(session, "step/end", {"turn": 1, "step": 1})
+    script.append(session, "turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    script.flush(session)
+    root = tmp_path / "store"
+    command = {"op": "write", "root": str(root), "compression": "none", "packChunks": False}
+    run_driver(upstream, {**command, "clock": CLOCK, "actions": script.actions})
+    (log,) = root.glob(f"*/{session}/session.jsonl")
+    assert b'"look \\ud83d here"' in log.read_bytes()
+    assert theirs(inspect_all(upstream, root, (session,))[session]).accepted
+    with pytest.raises(LoneSurrogateError) as caught:
+        LogScanner(log).exhaust()
+    assert caught.value.json_path == "$.data.content[0].text"
+    assert caught.value.code_unit == "U+D83D"

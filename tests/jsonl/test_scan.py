@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from dsh_store.errors import (
     CorruptLogError,
     DshStoreError,
+    LoneSurrogateError,
     NotASessionError,
     UnsupportedVersionError,
 )
@@ -227,6 +228,42 @@ def test_turn_end_on_an_unterminated_last_line_does_not_commit(tmp_path: Path) -
     data = v4_log() + b"junk\n" + line(event(14, "turn/end", {}))[:-1]
     scanner, _ = scan(write(tmp_path / "s.jsonl", data))
     assert scanner.torn is not None and scanner.torn.rule == "unparsable-line"
+
+
+@pytest.mark.parametrize("seq", [1, 0, 5])
+def test_a_complete_turn_end_with_a_wrong_seq_is_committed_corruption(
+    tmp_path: Path, seq: int
+) -> None:
+    # The last turn/end written again (or misnumbered): a whole line no torn write leaves,
+    # and itself the marker of a closed turn. DSH refuses it too.
+    events = closed_turn(0, 1)
+    repeated = event(seq, "turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    data = line(header()) + b"".join(line(e) for e in events) + line(repeated)
+    path = write(tmp_path / "s.jsonl", data)
+    before = snapshot(path)
+    with pytest.raises(CorruptLogError) as caught:
+        scan(path)
+    rule = "seq-gap" if seq > 2 else "seq-duplicate"
+    error = caught.value
+    assert (error.line, error.offset, error.seq, error.rule) == (
+        4,
+        len(data) - len(line(repeated)),
+        2,
+        rule,
+    )
+    assert f"expected seq 2, found {seq} [{rule}]; the line is a complete turn/end row" in str(
+        error
+    )
+    assert snapshot(path) == before
+
+
+def test_a_misnumbered_row_that_is_no_turn_end_stays_a_tail(tmp_path: Path) -> None:
+    # Unchanged, as in DSH: without a turn/end at or after it, a seq defect is a tail.
+    events = closed_turn(0, 1)
+    data = line(header()) + b"".join(line(e) for e in events) + line(events[0])
+    scanner, rows = scan(write(tmp_path / "s.jsonl", data))
+    assert len(rows) == 2
+    assert scanner.torn is not None and scanner.torn.rule == "seq-duplicate"
 
 
 # -- committed corruption ------------------------------------------------------------
@@ -505,3 +542,71 @@ def test_any_damage_is_either_a_tail_or_typed_corruption(
     else:
         assert torn.offset == scanner.committed_size
         assert torn.offset + torn.length == len(damaged)
+
+
+# -- lone surrogates -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("escaped", "json_path", "unit"),
+    [
+        (b'{"text":"broken \\ud83d emoji"}', "$.data.text", "U+D83D"),
+        (b'{"parts":[{"t":"ok"},{"t":"\\uDE00"}]}', "$.data.parts[1].t", "U+DE00"),
+        (b'{"k\\udbff y":1}', '$.data["k\\udbff y"]', "U+DBFF"),
+    ],
+)
+@pytest.mark.parametrize("last", [True, False])
+def test_a_lone_surrogate_is_refused_by_its_own_rule_wherever_it_is(
+    tmp_path: Path, escaped: bytes, json_path: str, unit: str, last: bool
+) -> None:
+    # JSON.stringify writes a lone surrogate as an escape; the line is complete and valid
+    # JSON, so it is no crash tail even as the last line, and not "unparsable" either.
+    events = closed_turn(0, 1)
+    bad = b'{"type":"tool/progress","seq":2,"time":3,"data":' + escaped + b"}\n"
+    after = b"" if last else line(event(3, "turn/start", {"turn": 2}))
+    data = line(header()) + b"".join(line(e) for e in events) + bad + after
+    path = write(tmp_path / "s.jsonl", data)
+    before = snapshot(path)
+    with pytest.raises(LoneSurrogateError) as caught:
+        scan(path)
+    error = caught.value
+    assert isinstance(error, CorruptLogError)
+    assert (error.line, error.offset, error.seq, error.rule) == (
+        4,
+        len(data) - len(bad + after),
+        2,
+        "lone-surrogate",
+    )
+    assert (error.json_path, error.code_unit) == (json_path, unit)
+    assert f"the string at {json_path} holds a lone UTF-16 surrogate ({unit})" in str(error)
+    assert "no v4 writer produces such a line" in str(error)
+    assert snapshot(path) == before
+
+
+def test_a_paired_surrogate_escape_reads_as_its_character(tmp_path: Path) -> None:
+    bad = b'{"type":"tool/progress","seq":13,"time":3,"data":{"t":"\\ud83d\\ude00"}}\n'
+    scanner, rows = scan(write(tmp_path / "s.jsonl", v4_log() + bad))
+    assert rows[-1].value["data"] == {"t": "\U0001f600"}
+    assert scanner.torn is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"type":"x","seq":13,"time":3,"data":{"t":"\xed\xa0\x80"}}\n',  # raw bytes: no UTF-8
+        b'{"type":"x","seq":13,"time":3,"data":{"t":"\\ud800","n":NaN}}\n',  # NaN: no JSON
+        b'{"type":"x","seq":13,"time":3,"data":{"t":"\\ud800"}\n',  # unbalanced
+    ],
+)
+def test_a_surrogate_in_a_line_that_is_not_json_stays_unparsable(
+    tmp_path: Path, raw: bytes
+) -> None:
+    scanner, _ = scan(write(tmp_path / "s.jsonl", v4_log() + raw))
+    assert scanner.torn is not None and scanner.torn.rule == "unparsable-line"
+
+
+def test_a_lone_surrogate_in_an_older_log_names_its_reader(tmp_path: Path) -> None:
+    bad = b'{"type":"turn/start","seq":0,"time":3,"data":{"turn":1,"t":"\\ud800"}}\n'
+    path = write(tmp_path / "session.jsonl", line(header(0)) + bad)
+    with pytest.raises(LoneSurrogateError, match="DSH, which writes such strings, still reads"):
+        scan(path)

@@ -155,17 +155,27 @@ def test_kill_during_the_repair_an_open_performs(root: Path, failpoint: str, tor
     _continue(root)
 
 
+# More turns than a child can write while the parent reads at most 36 of its lines: its
+# ACK output (~136 bytes a line, 8 lines a turn, ~11 MB) is far beyond any pipe's buffer
+# (64 KiB by default, at most fs.pipe-max-size), so it blocks on stdout long before its
+# last turn and is always still running when the SIGKILL comes, however slow the parent.
+# (40 turns, ~44 KB of ACKs, fit in the buffer: a child that ran on while a loaded parent
+# waited for its acks could finish and exit 0 before the kill.)
+UNFINISHABLE_TURNS = 10_000
+
+
 def test_random_sigkills(root: Path) -> None:
     rng = random.Random(20240607)
     acked: dict[int, dict[str, Any]] = {}
     kills = 0
     for round_no in range(36):
-        child = _start(root, turns=40)
+        child = _start(root, turns=UNFINISHABLE_TURNS)
         assert child.stdout is not None
         wanted = rng.randint(1, 30)
         extra = rng.randint(0, 6) if rng.random() < 0.5 else 0
         output, _ = kill_after_acks(child, marker=b"ACK ", acks=wanted, extra_lines=extra)
-        assert child.returncode == -signal.SIGKILL, round_no
+        assert child.returncode == -signal.SIGKILL, (round_no, output[-300:])
+        assert b"DONE" not in output
         kills += 1
         for record in _acks(output):
             acked[record["seq"]] = record

@@ -111,8 +111,19 @@ def _log(root: Path) -> Path:
     return JsonlStore(root).locate("s1")
 
 
+ENDINGS = {
+    "creating the session's log": "flush again",
+    "taking the session lock": "take the lock again",
+    "opening session": "open it again",
+    "loading session": "load it again",
+    "reading session": "read it again",
+}
+
+
 def _assert_storage_error(caught: dict[str, Any] | None, path: Path, operation: str) -> None:
     assert caught is not None, "the operation succeeded although the OS should refuse it"
+    (ending,) = [end for start, end in ENDINGS.items() if operation.startswith(start)]
+    assert caught["message"].endswith(f"fix the disk (free space, permissions) and {ending}")
     assert (caught["type"], caught["storage"], caught["errno"]) == ("StorageError", True, 13)
     assert caught["path"] == str(path)
     assert caught["operation"].startswith(operation)
