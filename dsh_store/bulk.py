@@ -180,7 +180,9 @@ def migrate_paths(
                 lenient=lenient,
             )
         )
-    return map_files(migrate_one, requests, jobs=jobs, progress=progress)
+    # Each migration is one atomic publish: on Ctrl-C the one under way finishes and is
+    # reported, so every file changed is in the results a progress hook saw.
+    return map_files(migrate_one, requests, jobs=jobs, progress=progress, finish_current=True)
 
 
 class _ChildEvidence:
@@ -350,7 +352,13 @@ def repair_paths(
     orphans: list[LeftoverTemp] = []
     files = [Path(file) for file in collect_log_files(paths, orphans=orphans)]
     # Each file is repaired under its own session lock, so files can go to processes.
-    results = map_files(partial(_repair_one, dry_run=dry_run), files, jobs=jobs, progress=progress)
+    results = map_files(
+        partial(_repair_one, dry_run=dry_run),
+        files,
+        jobs=jobs,
+        progress=progress,
+        finish_current=True,  # as for migrate: a repair under way finishes and is reported
+    )
     for temp, action in delete_orphan_temps(orphans, dry_run=dry_run):
         if action == "kept":
             results.append(repair_json(temp, "clean", kept_temps=[temp]))

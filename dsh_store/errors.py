@@ -39,9 +39,11 @@ __all__ = [
     "SessionLockedError",
     "SessionNotFoundError",
     "StorageError",
+    "StoreEncodingError",
     "UnsupportedVersionError",
     "WriterBrokenError",
     "ZstdUnavailableError",
+    "ZstdWriteUnsupportedError",
 ]
 
 
@@ -629,4 +631,43 @@ class DuplicateKeyError(LosslessJsonError):
             seq=seq,
             rule="duplicate-key",
             detail=detail,
+        )
+
+
+class ZstdWriteUnsupportedError(DshStoreError):
+    """A write dsh-store does not do to a ``.jsonl.zstd`` log yet (salvage).
+
+    The file is left as it is; ``operation`` names what was refused.
+    """
+
+    path: str
+    operation: str
+
+    def __init__(self, path: str, operation: str) -> None:
+        super().__init__(
+            f"{path}: {operation} of a zstd-encoded log is not supported yet (it is read, "
+            "appended to, repaired and migrated); the file was not modified",
+            path=path,
+            operation=operation,
+        )
+
+
+class StoreEncodingError(DshStoreError):
+    """A store was asked to write a log of the other encoding than its own.
+
+    A store root holds logs of one encoding (``raw`` ``session.v4.jsonl`` or ``zstd``
+    ``session.v4.jsonl.zstd``); ``found`` is the log's, ``expected`` the store's.
+    """
+
+    path: str
+    found: str
+    expected: str
+
+    def __init__(self, path: str, found: str, expected: str) -> None:
+        super().__init__(
+            f"{path}: this is a {found} log, but the store writes {expected} logs; a store "
+            f"root belongs to one encoding: open it with JsonlStore(root, encoding={found!r})",
+            path=path,
+            found=found,
+            expected=expected,
         )

@@ -434,16 +434,29 @@ def _write_temp(
     temp = layout.temp_path(target, secrets.token_hex(6))
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, layout.FILE_MODE)
     count = 0
+    # A zstd target (by its name) gets the header frame, then one frame per written chunk.
+    encoder = None
+    if layout.encoding_of(target.name) == "zstd":
+        from .jsonl.zstd_codec import FrameEncoder
+
+        encoder = FrameEncoder()
     try:
         os.fchmod(fd, layout.FILE_MODE)  # the umask must not narrow (or widen) 0600
-        buffer = bytearray(header_line)
+        if encoder is None:
+            buffer = bytearray(header_line)
+        else:
+            _write_all(fd, encoder.header_frame(header_line))
+            buffer = bytearray()
         for event in events:
             buffer += event.line
             count += 1
             if len(buffer) >= _WRITE_CHUNK:
-                _write_buffer(fd, buffer)
+                _write_buffer(fd, buffer if encoder is None else encoder.batch_frame(bytes(buffer)))
                 buffer.clear()
-        _write_buffer(fd, buffer)
+        if encoder is None:
+            _write_buffer(fd, buffer)
+        elif buffer:
+            _write_all(fd, encoder.batch_frame(bytes(buffer)))
         failpoint("migrate.before-fsync")
         os.fsync(fd)
     except BaseException:
@@ -455,7 +468,7 @@ def _write_temp(
     return temp, count
 
 
-def _write_buffer(fd: int, buffer: bytearray) -> None:
+def _write_buffer(fd: int, buffer: bytearray | bytes) -> None:
     """Write all of ``buffer`` in place (no copy): the store's write loop, with its
     short-write handling and no-progress guard."""
     _write_all(fd, buffer)
@@ -730,7 +743,8 @@ def publish_upgrade(
         not this log's upgrade followed only by a clean continuation of whole v4 lines.
     """
     source = inspection.path
-    target = source.parent / layout.generation_name(SESSION_FORMAT_VERSION)
+    encoding = layout.encoding_of(source.name)
+    target = source.parent / layout.generation_name(SESSION_FORMAT_VERSION, encoding)
     # Published earlier (perhaps by a run killed before its directory fsync) and perhaps
     # appended to since: accepted, as _publish accepts it, only as this log's upgrade
     # followed by a clean continuation (checked without writing: "current"), else refused
@@ -844,7 +858,8 @@ def _beside(source: Path) -> Path:
             "a loose file (not session.jsonl / session.vN.jsonl in a session directory) has "
             "no generation to publish beside: pass --output OUT or --in-place",
         )
-    return source.parent / layout.generation_name(SESSION_FORMAT_VERSION)
+    encoding = layout.encoding_of(source.name)
+    return source.parent / layout.generation_name(SESSION_FORMAT_VERSION, encoding)
 
 
 def _dry_run(

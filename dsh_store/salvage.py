@@ -24,6 +24,7 @@ from .errors import (
     NotASessionError,
     SalvageRefusedError,
     SessionExistsError,
+    ZstdWriteUnsupportedError,
     _where,
 )
 from .jsonl.files import materialize
@@ -216,6 +217,8 @@ def salvage_file(
     info = scanner.read_header()
     if info is None:
         raise NotASessionError(str(log), "the file is empty (0 bytes)")
+    if scanner.encoding == "zstd":  # the prefix is copied by byte offset: raw only
+        raise ZstdWriteUnsupportedError(str(log), "a salvage")
     if info.version != SESSION_FORMAT_VERSION:
         raise SalvageRefusedError(
             str(log),

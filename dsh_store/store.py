@@ -37,6 +37,7 @@ from .errors import (
     NotASessionError,
     SessionExistsError,
     SessionNotFoundError,
+    StoreEncodingError,
     UnsupportedVersionError,
 )
 from .inspection import Inspection
@@ -96,6 +97,8 @@ class JsonlStore:
     :param max_pending_bytes: at this many unwritten bytes ``append`` blocks (sync) or
         awaits (async) until the writer catches up.
     :param clock: epoch milliseconds for new events and headers (tests inject one).
+    :param encoding: ``raw`` (``session.v4.jsonl``) or ``zstd`` (``session.v4.jsonl.zstd``,
+        one frame per batch); ``None`` takes the root's (see :attr:`encoding`).
     """
 
     def __init__(
@@ -107,7 +110,11 @@ class JsonlStore:
         max_batch_bytes: int | None = DEFAULT_MAX_BATCH_BYTES,
         max_pending_bytes: int | None = DEFAULT_MAX_PENDING_BYTES,
         clock: Clock | None = None,
+        encoding: str | None = None,
     ) -> None:
+        if encoding not in (None, "raw", "zstd"):
+            raise ValueError(f"encoding is 'raw' or 'zstd', got {encoding!r}")
+        self._encoding = encoding
         self.root = Path(root).expanduser().absolute()
         if self.root.exists() and not self.root.is_dir():
             raise NotADirectoryError(f"store root {self.root} is not a directory")
@@ -121,6 +128,28 @@ class JsonlStore:
         # Log path -> its revision right after this store's last append() to it.
         self._appended: dict[str, str] = {}
 
+    @property
+    def encoding(self) -> str:
+        """``raw`` or ``zstd``: how this store writes logs (docs/format.md §7.2).
+
+        The one passed to the constructor; otherwise that of the first session log found
+        under the root, or ``raw`` for a root without one. Detected once.
+        """
+        if self._encoding is None:
+            first = next(iter(self.session_logs()), None)
+            self._encoding = "raw" if first is None else layout.encoding_of(first.name)
+        return self._encoding
+
+    def _new_log_path(self, session_id: str, cwd: str | None) -> Path:
+        name = layout.generation_name(SESSION_FORMAT_VERSION, self.encoding)
+        return layout.session_dir(self.root, session_id, cwd) / name
+
+    def _check_encoding(self, log: Path) -> None:
+        """Refuse to write a log of the other encoding than the store's."""
+        found = layout.encoding_of(log.name)
+        if found != self.encoding:
+            raise StoreEncodingError(str(log), found, self.encoding)
+
     # -- discovery -------------------------------------------------------------------
 
     def locate(self, session_id: str, cwd: str | None = None) -> Path:
@@ -128,11 +157,12 @@ class JsonlStore:
         when ``cwd`` is given; otherwise the existing session's directory is looked up.
         """
         if cwd is not None:
-            return layout.log_path(self.root, session_id, cwd)
+            return self._new_log_path(session_id, cwd)
         found = self._find(session_id)
         if found is not None:
-            return found.parent / layout.generation_name(SESSION_FORMAT_VERSION)
-        return layout.log_path(self.root, session_id, None)
+            encoding = layout.encoding_of(found.name)
+            return found.parent / layout.generation_name(SESSION_FORMAT_VERSION, encoding)
+        return self._new_log_path(session_id, None)
 
     def session_dirs(self) -> Iterator[Path]:
         """Every session directory under the root (symlinked directories are skipped).
@@ -361,7 +391,7 @@ class JsonlStore:
             origin=origin,
             agent_preset=agent_preset,
         )
-        path = layout.log_path(self.root, session_id, cwd)
+        path = self._new_log_path(session_id, cwd)
         session = Session.create(session_id, header=header, clock=self._clock)
         return _Handle(self._writer_options, session, path, lock=None, writer=None, root=self.root)
 
@@ -391,6 +421,7 @@ class JsonlStore:
 
     def _open_handle(self, session_id: str) -> _Handle:
         log = self._require(session_id)
+        self._check_encoding(log)
         with storage_errors(f"opening session {session_id!r} for writing", log):
             return self._open_handle_at(log, session_id)
 
@@ -525,7 +556,7 @@ class JsonlStore:
             agent_preset=parent.agent_preset,
         )
         Session.from_restore(header, seed)  # the seed must itself be a valid log
-        path = layout.log_path(self.root, child, header.cwd)
+        path = self._new_log_path(child, header.cwd)
         if self._find(child) is not None:
             raise SessionExistsError(child, str(path))
         make_dirs(path.parent, durable_below=self.root)  # also levels a killed writer made

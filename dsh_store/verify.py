@@ -51,6 +51,7 @@ __all__ = [
     "collect_log_files",
     "counts_as_failure",
     "examine_file",
+    "iter_files",
     "iter_log_files",
     "leftover_temp_finding",
     "leftover_temps",
@@ -95,7 +96,7 @@ def iter_log_files(
         subdirs.sort()
         if orphans is not None:
             orphans.extend(orphan_temps_in(directory, files))
-        logs = sorted(name for name in files if name.endswith(".jsonl"))
+        logs = sorted(name for name in files if name.endswith((".jsonl", ".jsonl.zstd")))
         generations = [name for name in logs if layout.generation_version(name) is not None]
         newest = max(generations, key=lambda n: layout.generation_version(n) or 0, default=None)
         for name in logs:
@@ -174,25 +175,115 @@ def map_files(
     *,
     jobs: int = 1,
     progress: Progress[R] | None = None,
+    finish_current: bool = False,
 ) -> list[R]:
     """``[function(item) for item in items]``, in order, on ``jobs`` worker processes.
 
     Processes, not threads: the work is CPU-bound JSON parsing and validation. With
     ``jobs > 1``, ``function`` and the items must be picklable (module-level functions).
+    ``progress`` sees each result as soon as it and every one before it are done
+    (:func:`iter_files`, which also says what ``finish_current`` does on Ctrl-C), so it can
+    print results while later files are still worked on.
     """
-    if jobs > 1 and len(items) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=min(jobs, len(items))) as pool:
-            chunk = max(1, len(items) // (jobs * 4))
-            results: Iterable[R] = pool.map(function, items, chunksize=chunk)
-            if progress is not None:
-                results = progress(results, len(items))
-            return list(results)
-    lazy: Iterable[R] = (function(item) for item in items)
+    results: Iterable[R] = iter_files(function, items, jobs=jobs, finish_current=finish_current)
     if progress is not None:
-        lazy = progress(lazy, len(items))
-    return list(lazy)
+        results = progress(results, len(items))
+    return list(results)
+
+
+def iter_files(
+    function: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    jobs: int = 1,
+    finish_current: bool = False,
+) -> Iterator[R]:
+    """``function(item)`` for each item, yielded in input order as soon as it is known.
+
+    With ``jobs > 1`` the items run on worker processes; a result that finishes early waits
+    only for the ones before it. On Ctrl-C (SIGINT, a :exc:`KeyboardInterrupt` here or one
+    thrown in at a ``yield``) no further item is started, and every result finished by then
+    is still yielded, in input order (a gap where an item never ran), before the interrupt
+    is raised again: a caller that prints what it gets has printed every item done.
+
+    The workers ignore SIGINT, so the items they are running finish first. In this process
+    (``jobs == 1``) the interrupt lands inside the running item, unless ``finish_current``:
+    then, in the main thread, a first SIGINT is held until the item returns (its result is
+    yielded, then the interrupt raised) and a second one interrupts at once. An item that
+    writes one file atomically is so either reported or not done.
+    """
+    if jobs <= 1 or len(items) <= 1:
+        for item in items:
+            if not finish_current:
+                yield function(item)
+                continue
+            with _HeldInterrupt() as held:
+                result = function(item)
+            yield result
+            if held.pending:
+                raise KeyboardInterrupt
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_ignore_sigint)
+    futures = []
+    delivered = 0
+    try:
+        futures = [pool.submit(function, item) for item in items]
+        for future in futures:
+            result = future.result()
+            delivered += 1
+            yield result
+    except KeyboardInterrupt:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for future in futures[delivered:]:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                yield future.result()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (see :func:`iter_files`)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _HeldInterrupt:
+    """Hold the first SIGINT while one item runs (see :func:`iter_files`).
+
+    Only in the main thread and only while Python's own handler is installed (a program
+    with its own SIGINT handler keeps it untouched).
+    """
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._previous: object = None
+
+    def __enter__(self) -> _HeldInterrupt:
+        import signal
+        import threading
+
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum: int, frame: object) -> None:
+        import signal
+
+        self.pending = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second one is at once
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def examine_file(path: str, *, lenient: bool = False) -> FileReport:
@@ -492,20 +583,21 @@ def _with_temps(
     files: list[str], *, jobs: int, progress: Progress[FileReport] | None, lenient: bool = False
 ) -> list[FileReport]:
     examine_one = partial(examine_file, lenient=True) if lenient else examine_file
-    reports = map_files(examine_one, files, jobs=jobs, progress=progress)
     temps = leftover_temps(files)
-    if not temps:
-        return reports
     now = time.time()
-    return [
+    # The temps join each report as it arrives, so a progress hook sees the whole report.
+    reports: Iterable[FileReport] = (
         report._replace(
             findings=report.findings
             + tuple(leftover_temp_finding(temp, now=now) for temp in temps[report.path])
         )
         if report.path in temps
         else report
-        for report in reports
-    ]
+        for report in iter_files(examine_one, files, jobs=jobs)
+    )
+    if progress is not None:
+        reports = progress(reports, len(files))
+    return list(reports)
 
 
 def verify_path(

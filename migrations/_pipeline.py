@@ -18,6 +18,7 @@ from typing import Protocol, cast
 
 from . import CURRENT_VERSION, EDGES, EdgeStage, MigrationContext, Row
 from ._lenient import NoteStage
+from .packed import is_packed_row
 from .v0_to_v1 import V0ToV1Stage
 from .v1_to_v2 import V1ToV2Stage
 
@@ -99,6 +100,12 @@ class EarlyStages:
         if fields is not None:
             # Both stages have counted the same rows, so the 1->2 stage expects this seq.
             self._second.fold_plain_chunk(fields, out)
+            return out
+        if is_packed_row(event):
+            # 0->1 checks the row's shape and seq and passes it on unchanged; 1->2 then
+            # folds it as one run without checking the same shape again.
+            self._first.feed(event)
+            self._second.fold_packed_row(event, out, shape_checked=True)
             return out
         second = self._second.feed
         for row in self._first.feed(event):

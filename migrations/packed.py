@@ -12,19 +12,21 @@ Refusal rule: ``malformed-packed-row`` (the row does not have exactly this shape
 
 from __future__ import annotations
 
+from itertools import accumulate, repeat
 from typing import Any
 
 from dsh_store.errors import MigrationRefusedError
 
 from . import Row
 from .streams import DELTA_TYPES, member_chunk
-from .v0_vocabulary import PACKED_ROW_TYPES, is_safe_int
+from .v0_vocabulary import MAX_SAFE_INTEGER, PACKED_ROW_TYPES, is_safe_int
 
-__all__ = ["check_packed_row", "expand_packed_row", "is_packed_row"]
+__all__ = ["check_packed_row", "checked_run", "expand_packed_row", "is_packed_row"]
 
 _ENVELOPE_KEYS = frozenset({"type", "seq0", "time0", "data"})
 _TEXT_DATA_KEYS = frozenset({"turn", "step", "index", "dt", "texts"})
 _TOOL_DATA_KEYS = frozenset({"turn", "step", "index", "id", "dt", "args"})
+_INT_TYPE = frozenset({int})
 
 
 def is_packed_row(row: Row) -> bool:
@@ -70,12 +72,17 @@ def _check(row: Row, path: str | None, edge: str) -> tuple[dict[str, Any], list[
     members = data["args" if is_tool else "texts"]
     if not isinstance(members, list) or not members:
         raise _refuse(row, "the member list is not a non-empty array", path, edge)
-    if not all(isinstance(member, str) for member in members):
+    if not all(map(isinstance, members, repeat(str))):
         raise _refuse(row, "a member is not a string", path, edge)
     gaps = data["dt"]
     if not isinstance(gaps, list) or len(gaps) != len(members) - 1:
         raise _refuse(row, f"dt must hold {len(members) - 1} gap(s)", path, edge)
-    if not all(is_safe_int(gap) for gap in gaps):
+    # Every gap is_safe_int, tested per list: exact int type, then the bounds.
+    if gaps and (
+        not set(map(type, gaps)) <= _INT_TYPE
+        or min(gaps) < -MAX_SAFE_INTEGER
+        or max(gaps) > MAX_SAFE_INTEGER
+    ):
         raise _refuse(row, "a dt gap is not a safe integer", path, edge)
     return data, members
 
@@ -83,6 +90,28 @@ def _check(row: Row, path: str | None, edge: str) -> tuple[dict[str, Any], list[
 def check_packed_row(row: Row, *, path: str | None = None, edge: str = "0->1") -> int:
     """Check a packed row's exact shape and return how many logical events it holds."""
     return len(_check(row, path, edge)[1])
+
+
+def checked_run(
+    row: Row, *, path: str | None = None, edge: str = "1->2", shape_checked: bool = False
+) -> tuple[dict[str, Any], list[Any], list[int]]:
+    """Check a packed row as :func:`expand_packed_row` does (same refusals, same order)
+    and return its data, its members and the time of each member, without making events.
+
+    ``shape_checked``: the row already passed :func:`check_packed_row` (the 0->1 edge
+    checks the same shape), so only the member times are checked here.
+    """
+    if shape_checked:
+        data = row["data"]
+        members = data["args" if row["type"] == "tool-call-chunks" else "texts"]
+    else:
+        data, members = _check(row, path, edge)
+    times = list(accumulate(data["dt"], initial=row["time0"]))
+    if times and (min(times) < 0 or max(times) > MAX_SAFE_INTEGER):
+        for position, time in enumerate(times):
+            if not is_safe_int(time) or time < 0:
+                raise _refuse(row, f"member {position} has an unsafe time", path, edge)
+    return data, members, times
 
 
 def expand_packed_row(row: Row, *, path: str | None = None, edge: str = "1->2") -> list[Row]:

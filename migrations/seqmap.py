@@ -54,6 +54,14 @@ class SeqMap:
         self._next_source = source + 1
         self._next_target = CONSUMED if target == CONSUMED else target + 1
 
+    def record_consumed(self, source: int, count: int) -> None:
+        """Record ``count`` sources from ``source`` on as folded away: the same map as
+        ``record(s, CONSUMED)`` for each of them in order, in one step."""
+        self.record(source, CONSUMED)
+        if count > 1:
+            self._lengths[-1] += count - 1
+            self._next_source = source + count
+
     def lookup(self, source: int) -> int | None:
         """Target of ``source``: a seq, :data:`CONSUMED`, or ``None`` if never recorded."""
         position = bisect_right(self._source_starts, source) - 1

@@ -87,6 +87,16 @@ class StreamBuilder:
                 self.records.append(_new_run(run_type, time, chunk, member))
         self._last_time = time
 
+    def extend_run(self, gaps: list[int], members: list[str], time: int) -> None:
+        """Extend the last record, a run, by ``members`` following it at ``gaps``, ending
+        at ``time``: what :meth:`add` of each member's delta chunk does when every one of
+        them extends that run (the rest of a packed row whose first member made or
+        extended it)."""
+        tail = self.records[-1]
+        tail["dt"].extend(gaps)
+        tail["args" if tail["type"] == "tool-call-chunks" else "texts"].extend(members)
+        self._last_time = time
+
     @staticmethod
     def _run_of(chunk: dict[str, Any]) -> tuple[str, str] | None:
         kind = chunk.get("type")

@@ -78,15 +78,16 @@ from ._early_rows import (
 )
 from ._lenient import is_carried_unknown, unknown_change
 from ._plain_chunks import PlainChunk, plain_chunk
-from .packed import expand_packed_row, is_packed_row
+from .packed import checked_run, is_packed_row
 from .seqmap import CONSUMED, SeqMap, expand_seq_list
-from .streams import StreamBuilder
+from .streams import DELTA_TYPES, StreamBuilder, member_chunk
 from .v0_vocabulary import EVENT_TYPES, SURFACE_TYPES, is_safe_int, payload_problem
 
 __all__ = ["EDGE", "V1ToV2Edge", "V1ToV2Stage"]
 
 EDGE_NAME = "1->2"
 
+_INT_TYPE = frozenset({int})
 _ATTEMPT_CLOSERS = frozenset({"turn/end", "step/end", "llm/retry", "llm/retry-started"})
 
 
@@ -194,9 +195,7 @@ class V1ToV2Stage(EarlyStage):
             self.fold_plain_chunk(fields, out)
             return out
         if is_packed_row(event):
-            for chunk in expand_packed_row(event, path=self._path, edge=EDGE_NAME):
-                self._admit_seq(chunk)
-                self._chunk(chunk, out)
+            self.fold_packed_row(event, out)
             return out
         self._check_envelope(event)
         self._admit_seq(event)
@@ -303,6 +302,54 @@ class V1ToV2Stage(EarlyStage):
         pending.finished = chunk["type"] == "finish"
         self._map.record(seq, CONSUMED)
 
+    def fold_packed_row(self, row: Row, out: list[Row], *, shape_checked: bool = False) -> None:
+        """Fold a packed row's chunks into their attempt, as a run.
+
+        Same result and same refusals as expanding the row into its ``assistant/chunk``
+        events and folding each: the first member is folded as a chunk (it may settle the
+        previous attempt, release held events or start a new attempt); the others can only
+        extend the run it joined, so their deltas, gaps and seqs are appended in one step.
+        A row where that does not hold (tool-call deltas that the stream keeps whole, a
+        seed cut inside the row, events still held) is folded member by member.
+        ``shape_checked``: the 0->1 edge already checked the row's shape.
+        """
+        data, members, times = checked_run(
+            row, path=self._path, edge=EDGE_NAME, shape_checked=shape_checked
+        )
+        seq = row["seq0"]
+        if seq != self._next_source:
+            raise self._refuse(
+                "seq-not-dense",
+                f"event has seq {seq}, expected {self._next_source}",
+                seq,
+                "assistant/chunk",
+            )
+        delta_type = DELTA_TYPES[row["type"]]
+        turn, step = data["turn"], data["step"]
+        self.fold_plain_chunk(
+            (seq, times[0], turn, step, member_chunk(delta_type, data, members[0])), out
+        )
+        count = len(members)
+        if count == 1:
+            return
+        last = seq + count - 1
+        cut = self._cut
+        whole = delta_type != "tool-call-delta" or (
+            data["id"] != "" and data.get("name", "x") != ""
+        )
+        if not whole or self._held or (cut is not None and seq < cut <= last):
+            for position in range(1, count):
+                chunk = member_chunk(delta_type, data, members[position])
+                self.fold_plain_chunk((seq + position, times[position], turn, step, chunk), out)
+            return
+        pending = self._pending
+        assert pending is not None  # the first member's attempt
+        pending.stream.extend_run(data["dt"], members[1:], times[-1])
+        pending.seqs.extend(range(seq + 1, last + 1))
+        pending.last_time = times[-1]
+        self._next_source = last + 1
+        self._map.record_consumed(seq + 1, count - 1)
+
     def _settle_unclaimed(self, out: list[Row]) -> None:
         pending = self._pending
         assert pending is not None
@@ -338,7 +385,7 @@ class V1ToV2Stage(EarlyStage):
                     "assistant/message",
                 )
         else:
-            cited = expand_seq_list(row["sourceEventSeqs"], seq)
+            cited = self._cited(row["sourceEventSeqs"], seq, pending)
             if cited == [] and pending is not None:
                 self._settle_unclaimed(out)
             elif cited != []:
@@ -365,6 +412,19 @@ class V1ToV2Stage(EarlyStage):
         message = {key: value for key, value in row.items() if key != "sourceEventSeqs"}
         message["data"] = {**data, "stream": stream}
         return message
+
+    @staticmethod
+    def _cited(raw: object, seq: int, pending: _Attempt | None) -> list[int] | None:
+        """``expand_seq_list(raw, seq)``, at once for the usual claim: a plain list of
+        exactly the pending attempt's seqs (all earlier than ``seq``) needs no decoding."""
+        if (
+            pending is not None
+            and type(raw) is list
+            and raw == pending.seqs
+            and set(map(type, raw)) == _INT_TYPE
+        ):
+            return pending.seqs
+        return expand_seq_list(raw, seq)
 
     # -- other events --------------------------------------------------------------
 

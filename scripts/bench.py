@@ -1,9 +1,9 @@
 """Performance benchmarks, reported as ratios to baselines measured in the same run.
 
 Usage: ``python scripts/bench.py GROUP... [--quick] [--json FILE] [--update-docs]`` with
-GROUP in model, store, migrate, cli, dsh (the peer rows against DSH's own backend), chart
-(the series of the charts), scan, zstd or all (every group but scan and zstd, which the
-store group already covers or which run on their own). Each group lives in
+GROUP in model, store, migrate, cli, zstd, dsh (the peer rows against DSH's own backend),
+chart (the series of the charts), scan or all (every group but scan, which the store group
+already covers). Each group lives in
 ``scripts/bench_<group>.py`` and exposes ``run(quick: bool)``; it records its rows with
 ``benchlib.Report`` (``ratio``, ``value``, ``skipped``, ``chart``: one call per row).
 
@@ -43,9 +43,9 @@ from benchlib import (
     render_text,
 )
 
-GROUPS = ("model", "store", "migrate", "cli", "dsh", "chart")
+GROUPS = ("model", "store", "migrate", "cli", "zstd", "dsh", "chart")
 """The groups of ``all``, in the order they run."""
-EXTRA_GROUPS = ("scan", "zstd")
+EXTRA_GROUPS = ("scan",)
 DOCS = Path(os.environ.get("DSH_BENCH_DOCS") or REPO / "docs" / "performance.md")
 """The page ``--update-docs`` rewrites (``$DSH_BENCH_DOCS`` overrides it, for the tests)."""
 CHART = DOCS.with_suffix(".svg")

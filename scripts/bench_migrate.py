@@ -1,13 +1,18 @@
 """Migration benchmark: v0 -> v4 throughput against plain parse + dump, and peak RSS.
 
 Group ``migrate`` of ``scripts/bench.py`` (``run(quick)``); also runnable alone:
-``python scripts/bench_migrate.py [--quick]``. The input is a generated, valid format-0
-log (complete turns with streamed answers of 40 chunks each, tens of MB; quick mode is
-smaller). The baseline is the cheapest possible rewrite of the same file in the same run:
-``orjson.loads`` + ``orjson.dumps`` per line. The migration is the real publish path
+``python scripts/bench_migrate.py [--quick] [--peer-only]``. The input is a generated,
+valid format-0 log (complete turns with streamed answers of 40 chunks each, tens of MB;
+quick mode is smaller). The baseline is the cheapest possible rewrite of the same file in
+the same run: ``orjson.loads`` + ``orjson.dumps`` per line. The migration is the real publish path
 (scan, four edges, per-event v4 validation, temp write, fsync, full streaming
 re-verification, link). The source scan and the re-verification are also timed alone:
 they bound what the edges can gain. Its peak RSS is measured in a child process.
+
+The peer rows (``bench_peer``) time ``read_log``, ``verify_path`` and ``migrate_file`` of a
+format-0 log written by DSH rc.8's own backend against DSH's own ``load`` of the same file,
+in the same run; each of ours runs in a fresh child process that reports its time and its
+peak RSS (``VmHWM``). They are marked skipped when the upstream cannot be installed.
 """
 
 from __future__ import annotations
@@ -80,6 +85,83 @@ def child_peak_rss(source: Path, target: Path) -> int:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
 
 
+PEER_TURNS = 1100  # about 57 MB, 1.2 M events
+QUICK_PEER_TURNS = 150
+
+_TIMED_CHILD = """
+import sys, time
+from pathlib import Path
+op, source, target = sys.argv[1:4]
+if op == "read_log":
+    from dsh_store.restore import read_log
+    start = time.perf_counter()
+    read_log(source)
+elif op == "verify":
+    from dsh_store.verify import verify_path
+    start = time.perf_counter()
+    [report] = verify_path(source)
+    assert report.events, report
+else:
+    from dsh_store.migrate import migrate_file
+    Path(target).unlink(missing_ok=True)
+    start = time.perf_counter()
+    migrate_file(source, output=target)
+elapsed = time.perf_counter() - start
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
+print(elapsed, int(hwm.split()[1]) * 1024)
+"""
+
+
+def timed_child(op: str, source: Path, target: Path) -> tuple[float, int]:
+    """Seconds of one ``op`` of ours in a fresh interpreter, and that process's peak RSS."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TIMED_CHILD, op, str(source), str(target)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    seconds, peak = done.stdout.split()[-2:]
+    return float(seconds), int(peak)
+
+
+def run_peer(report: Report, quick: bool, scratch: Path) -> None:
+    """The peer rows: ours against DSH rc.8's ``load`` of a log DSH wrote, same run."""
+    import statistics
+
+    import bench_peer
+
+    try:
+        upstream, log = bench_peer.peer_log(QUICK_PEER_TURNS if quick else PEER_TURNS)
+    except bench_peer.UpstreamUnavailable as error:
+        report.value("peer rows (DSH rc.8 load)", "skipped", error.reason)
+        return
+    repeats = 1 if quick else 3
+    size = log.path.stat().st_size
+    report.value("DSH-written format-0 log", f"{size / 1e6:.1f} MB")
+    # Each of ours alternates with one DSH load in a fresh node process (theirs, ours,
+    # theirs, ours, ...), so both sides see the same machine load; medians of each side.
+    for op in ("read_log", "verify", "migrate_file"):
+        theirs: list[float] = []
+        ours: list[tuple[float, int]] = []
+        their_peak = events = 0
+        for _ in range(repeats):
+            seconds, events, peak = bench_peer.dsh_load(upstream, log, 1)
+            theirs.append(seconds[0])
+            their_peak = max(their_peak, peak)
+            ours.append(timed_child(op, log.path, scratch / "peer.v4.jsonl"))
+        load = statistics.median(theirs)
+        mine = statistics.median(seconds for seconds, _ in ours)
+        peak = max(peak for _, peak in ours)
+        report.value(
+            f"  DSH rc.8 load ({events} events)",
+            f"{load:.2f} s",
+            f"peak RSS {their_peak / 2**20:.0f} MiB",
+        )
+        report.value(f"  {op}", f"{mine:.2f} s", f"peak RSS {peak / 2**20:.0f} MiB")
+        report.ratio(f"{op} speed ÷ DSH load", load, mine, "target >= 1.0x")
+
+
 def run(quick: bool) -> None:
     """Measure and print the migrate group table."""
     report = Report("migrate")
@@ -116,8 +198,20 @@ def run(quick: bool) -> None:
         )
         peak = child_peak_rss(source, directory / "rss.v4.jsonl")
         report.value("migration peak RSS", f"{peak / 1e6:.1f} MB", f"file is {size / 1e6:.1f} MB")
+        run_peer(report, quick, directory)
+    report.print()
+
+
+def run_peer_only(quick: bool) -> None:
+    """Only the peer rows (``python scripts/bench_migrate.py --peer-only [--quick]``)."""
+    report = Report("migrate (peer rows)")
+    with tempfile.TemporaryDirectory(prefix="bench-migrate-") as scratch:
+        run_peer(report, quick, Path(scratch))
     report.print()
 
 
 if __name__ == "__main__":
-    run(quick="--quick" in sys.argv[1:])
+    if "--peer-only" in sys.argv[1:]:
+        run_peer_only(quick="--quick" in sys.argv[1:])
+    else:
+        run(quick="--quick" in sys.argv[1:])

@@ -10,6 +10,9 @@ here asserts a time. The input is the 50 MB v4 mix of ``bench/limits.py`` (10 MB
   checksummed decoding, line split), and the same time as a ratio to the raw
   :class:`LogScanner` pass over the raw file (a lower bound of what zstd adds to a restore);
 - size: bytes on disk zstd ÷ raw, per level, and for one frame per event (the worst case);
+- restore: ``read_log`` of the raw log ÷ of the zstd log (time ratio, so > 1 is faster);
+- durable append: the first 300 checkpoint batches (100 with ``--quick``) published and
+  appended with one fsync each through ``LogWriter``, raw time ÷ zstd time;
 - with ``--compare-bindings``: the same encode/decode with ``backports.zstd`` (the
   standard library's ``compression.zstd`` API, which ``pyzstd`` 0.20 wraps) when installed.
 """
@@ -32,8 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import Report, write_v4_log
 
+from dsh_store.jsonl.files import materialize
 from dsh_store.jsonl.scan import LogScanner
 from dsh_store.jsonl.zstd_codec import DEFAULT_LEVEL, FrameEncoder, decode_into
+from dsh_store.restore import read_log
 
 CHECKPOINTS = (
     b'"type":"request/header"',
@@ -191,9 +196,39 @@ def run(
         report.value(
             "size zstd / raw, one frame per event", f"{one_each / len(raw):.3f}x", "worst case"
         )
+        raw_restore = _best_of(runs, lambda: read_log(raw_path))
+        zstd_restore = _best_of(runs, lambda: read_log(zstd_path))
+        report.ratio("restore (read_log) speed zstd / raw", raw_restore, zstd_restore, ">= 0.8x")
+        appended = batches[: 100 if quick else 300]
+        raw_append = _best_of(runs, lambda: append_seconds(scratch, "raw", header, appended))
+        zstd_append = _best_of(runs, lambda: append_seconds(scratch, "zstd", header, appended))
+        report.ratio(
+            f"durable append speed zstd / raw ({len(appended)} fsynced batches)",
+            raw_append,
+            zstd_append,
+            "",
+        )
         if compare:
             _compare_bindings(report, header, batches, megabytes, 2 * runs + 1)
     report.print()
+
+
+def append_seconds(scratch: str, encoding: str, header: bytes, batches: list[bytes]) -> float:
+    """Seconds to publish a log and append ``batches`` durably (one fsync each) through
+    :class:`LogWriter` in ``encoding``: the store's write path below the model."""
+    name = "session.v4.jsonl.zstd" if encoding == "zstd" else "session.v4.jsonl"
+    path = Path(scratch) / f"append-{encoding}" / name
+    if path.exists():
+        path.unlink()
+    first = batches[0].splitlines(keepends=True)
+    start = time.perf_counter()
+    with materialize(path, header, first, session_id="bench") as writer:
+        seq = len(first)
+        for batch in batches[1:]:
+            lines = batch.splitlines(keepends=True)
+            writer.append(lines, seq, seq + len(lines) - 1)
+            seq += len(lines)
+    return time.perf_counter() - start
 
 
 def main(argv: list[str]) -> int:

@@ -29,6 +29,7 @@ from dsh_store.errors import (
     StorageError,
     UnsupportedVersionError,
     WriterBrokenError,
+    ZstdWriteUnsupportedError,
 )
 from dsh_store.jsonl.rows import Finding
 
@@ -55,6 +56,7 @@ SAMPLES: list[DshStoreError] = [
     WriterBrokenError("/s/a.jsonl", "ftruncate failed: EIO"),
     SalvageRefusedError("/s/a.jsonl", "the first event is already bad", rule="nothing-to-salvage"),
     InvalidSessionIdError("", "a session id must not be empty", rule="empty"),
+    ZstdWriteUnsupportedError("/s/session.v4.jsonl.zstd", "repair"),
     StorageError("append of seqs 3..4", "/s/a.jsonl", OSError(errno.ENOSPC, "No space left")),
 ]
 
@@ -89,6 +91,8 @@ FACT_VALUES: dict[str, object] = {
     "stop": Finding("unparsable-line", "not JSON", 2, 120),
     "frame": 3,
     "key": "seq",
+    "found": "zstd",
+    "expected": "raw",
 }
 # Where one class takes a parameter of the same name in another shape.
 CLASS_FACT_VALUES: dict[str, dict[str, object]] = {

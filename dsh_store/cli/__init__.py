@@ -98,11 +98,18 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except click.UsageError as error:
-            from ._common import echo_json, error_document, json_requested
+            from ._common import (
+                echo_json,
+                echo_json_line,
+                error_document,
+                json_requested,
+                jsonl_requested,
+            )
 
             if json_requested(args):
                 message = " ".join(error.format_message().split())
-                echo_json(error_document(message, error.exit_code))
+                document = error_document(message, error.exit_code)
+                (echo_json_line if jsonl_requested(args) else echo_json)(document)
             raise
 
 
@@ -113,8 +120,16 @@ class LazyGroup(click.Group):
 )
 @click.version_option(__version__, prog_name="dsh-store")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error.")
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour the output: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces), "
+    "always or never.",
+)
 @click.pass_context
-def main(context: click.Context, debug: bool) -> None:
+def main(context: click.Context, debug: bool, color: str) -> None:
     """Verify, migrate, repair and inspect durable JSONL session logs.
 
     PATH arguments may be a store root, a session directory or a .jsonl file;
@@ -123,7 +138,8 @@ def main(context: click.Context, debug: bool) -> None:
 
     \b
     Exit codes: 0 success, 1 a failing file or a failed operation, 2 usage
-    error, 130 interrupted. With --json, errors are JSON on stdout too.
+    error, 130 interrupted. With --json (or --format jsonl), errors are JSON on
+    stdout too. --debug and --color are accepted after any subcommand as well.
 
     \b
     Examples:
@@ -131,7 +147,10 @@ def main(context: click.Context, debug: bool) -> None:
       dsh-store migrate ~/.dsh/sessions --check
       dsh-store demo
     """
+    from ._common import apply_colour
+
     context.obj = {"debug": debug}
+    apply_colour(context, color)
     _escape_unencodable_output()
 
 

@@ -8,6 +8,7 @@ converts them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -33,6 +34,59 @@ MAX_JOBS = 64
 """The most worker processes ``--jobs`` accepts (``auto`` picks at most this many too)."""
 
 _PROGRESS_MIN_FILES = 5
+
+
+STDIN = "-"
+"""The PATH that means standard input (``verify``, ``cat``, ``inspect``)."""
+
+_STDIN_CHUNK = 1 << 20
+
+# (temp file holding stdin, the name it is reported by) while a command reads stdin.
+_stdin_alias: tuple[str, str] | None = None
+
+
+def existing_or_stdin(context: click.Context, param: click.Parameter, value: Any) -> Any:
+    """:func:`existing`, with ``-`` (standard input) allowed once among the PATHs."""
+    values = value if isinstance(value, tuple) else (value,)
+    if values.count(STDIN) > 1:
+        raise click.BadParameter("- (standard input) can be given only once", context, param)
+    existing(context, param, tuple(path for path in values if path != STDIN))
+    return value
+
+
+@contextlib.contextmanager
+def stdin_spooled(paths: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """``paths`` with ``-`` replaced by a private temp file holding all of standard input.
+
+    The log readers need a file they can seek in and reopen, so stdin is copied there in
+    1 MiB chunks (memory stays small on any input) and the file is removed afterwards.
+    Reports and error messages name it ``-`` (:func:`stdin_name`).
+    """
+    global _stdin_alias
+    if STDIN not in paths:
+        yield paths
+        return
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="dsh-store-stdin-")
+    spooled = os.path.join(directory, "stdin.jsonl")
+    try:
+        with open(spooled, "xb") as copy:
+            shutil.copyfileobj(sys.stdin.buffer, copy, _STDIN_CHUNK)
+        _stdin_alias = (spooled, STDIN)
+        yield tuple(spooled if path == STDIN else path for path in paths)
+    finally:
+        _stdin_alias = None
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def stdin_name(text: str) -> str:
+    """``text`` with the spooled stdin file's path spelled ``-`` (unchanged otherwise)."""
+    if _stdin_alias is None:
+        return text
+    spooled, name = _stdin_alias
+    return text.replace(spooled, name)
 
 
 def existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -72,6 +126,20 @@ PATHS = click.argument(
     "paths", nargs=-1, required=True, type=click.Path(readable=False), callback=existing
 )
 """The PATH... argument of verify, migrate and repair: a tuple of ``str``, each existing."""
+
+PATHS_OR_STDIN = click.argument(
+    "paths",
+    nargs=-1,
+    required=True,
+    type=click.Path(readable=False, allow_dash=True),
+    callback=existing_or_stdin,
+)
+"""PATH... where ``-`` (once) is standard input: ``verify``'s argument."""
+
+QUIET = click.option(
+    "--quiet", "-q", is_flag=True, help="Print only the failing files and the summary."
+)
+VERBOSE = click.option("--verbose", "-v", is_flag=True, help="Add detail to each finding.")
 
 
 class JobCount(click.ParamType):  # type: ignore[type-arg]
@@ -133,8 +201,10 @@ def fail(message: str, code: int = EXIT_FINDINGS) -> NoReturn:
     (:func:`error_document`), so a consumer parsing stdout always gets JSON.
     """
     # Escaped before the whitespace is collapsed: a newline in a name stays visible.
-    line = " ".join(printable(message).split())
-    if json_requested():
+    line = " ".join(printable(stdin_name(message)).split())
+    if jsonl_requested():
+        echo_json_line(error_document(line, code))
+    elif json_requested():
         echo_json(error_document(line, code))
     click.echo(f"error: {line}", err=True)
     sys.exit(code)
@@ -162,12 +232,32 @@ def json_requested(args: Iterable[str] | None = None) -> bool:
         return (
             "--json" in words
             or "--format=json" in words
-            or any(pair == ("--format", "json") for pair in itertools.pairwise(words))
+            or "--format=jsonl" in words
+            or any(
+                pair in (("--format", "json"), ("--format", "jsonl"))
+                for pair in itertools.pairwise(words)
+            )
         )
     context = click.get_current_context(silent=True)
     if context is None:
         return False
-    return bool(context.params.get("as_json")) or context.params.get("output_format") == "json"
+    return bool(context.params.get("as_json")) or context.params.get("output_format") in (
+        "json",
+        "jsonl",
+    )
+
+
+def jsonl_requested(args: Iterable[str] | None = None) -> bool:
+    """Whether the running command (or the unparsed ``args``) asked for ``--format jsonl``."""
+    if args is not None:
+        words = list(args)
+        if "--" in words:
+            words = words[: words.index("--")]
+        return "--format=jsonl" in words or any(
+            pair == ("--format", "jsonl") for pair in itertools.pairwise(words)
+        )
+    context = click.get_current_context(silent=True)
+    return context is not None and context.params.get("output_format") == "jsonl"
 
 
 def envelope(key: str, items: list[Any], summary: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -242,30 +332,254 @@ def _os_message(error: BaseException) -> str:
     return f"{where}{error.strerror or error}"
 
 
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def colour_wanted(choice: str = "auto") -> bool:
+    """Whether output gets ANSI colour, as pytest decides it.
+
+    ``--color always`` / ``never`` win; with ``auto``, ``NO_COLOR`` (set to anything)
+    turns colour off, else ``FORCE_COLOR`` (set to anything) turns it on, else stdout
+    being a terminal decides.
+    """
+    if choice != "auto":
+        return choice == "always"
+    if "NO_COLOR" in os.environ:
+        return False
+    if "FORCE_COLOR" in os.environ:
+        return True
+    return sys.stdout.isatty()
+
+
+def apply_colour(context: click.Context, choice: str) -> None:
+    """Record the colour decision on ``context`` and its parents (click.echo reads it:
+    it keeps ANSI codes on a pipe only when the context says colour)."""
+    wanted = colour_wanted(choice)
+    node: click.Context | None = context
+    while node is not None:
+        node.color = wanted
+        if isinstance(node.obj, dict):
+            node.obj["color"] = wanted
+        node = node.parent
+
+
 def _plain() -> bool:
-    """No colour when NO_COLOR is set (any value) or stdout is not a terminal."""
-    return "NO_COLOR" in os.environ or not sys.stdout.isatty()
+    """No colour unless :func:`colour_wanted` said so for this command."""
+    context = click.get_current_context(silent=True)
+    root = context.find_root() if context is not None else None
+    if root is not None and isinstance(root.obj, dict) and "color" in root.obj:
+        return not root.obj["color"]
+    return not colour_wanted()
 
 
 def style(text: str, **styles: Any) -> str:
-    """``click.style`` when stdout is a colour terminal, else the text unchanged."""
+    """``click.style`` when colour is wanted (:func:`colour_wanted`), else the text unchanged."""
     return text if _plain() else click.style(text, **styles)
+
+
+def _set_debug(context: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        root = context.find_root()
+        if not isinstance(root.obj, dict):
+            root.obj = {}
+        root.obj["debug"] = True
+
+
+def _set_colour(context: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        apply_colour(context, value)
+
+
+DEBUG = click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    callback=_set_debug,
+    help="Show the full traceback of an unexpected error.",
+)
+COLOR = click.option(
+    "--color",
+    type=click.Choice(COLOR_CHOICES),
+    expose_value=False,
+    callback=_set_colour,
+    help="Colour the output: auto (a terminal, unless NO_COLOR; FORCE_COLOR forces), "
+    "always or never.",
+)
+
+
+def common_options(command: F) -> F:
+    """``--debug`` and ``--color``, accepted by every subcommand as by the group."""
+    return DEBUG(COLOR(command))
 
 
 def progress(label: str) -> Callable[[Iterable[R], int], Iterable[R]]:
     """A stderr progress bar for more than a few files, only when stderr is a terminal."""
+    no_emit: Callable[[R], None] | None = None
+    return streaming(label, no_emit)
+
+
+def streaming(
+    label: str, emit: Callable[[R], None] | None
+) -> Callable[[Iterable[R], int], Iterable[R]]:
+    """A library ``progress`` hook that hands each result to ``emit`` as it arrives.
+
+    Results arrive in input order as soon as every one before them is done
+    (:func:`dsh_store.verify.iter_files`). A stderr progress bar runs beside them for more
+    than a few files when stderr is a terminal; it is wiped before each line ``emit``
+    prints. On Ctrl-C the results finished by then are still emitted (the interrupt is
+    thrown into the stream, which yields them) before the interrupt goes on.
+    """
 
     def wrap(items: Iterable[R], length: int) -> Iterable[R]:
-        if length <= _PROGRESS_MIN_FILES or not sys.stderr.isatty():
+        show_bar = length > _PROGRESS_MIN_FILES and sys.stderr.isatty()
+        if emit is None and not show_bar:
             return items
-        return _bar(items, length, label)
+        return _streamed(items, length, label, emit, show_bar)
 
     return wrap
 
 
-def _bar(items: Iterable[R], length: int, label: str) -> Iterator[R]:
-    with click.progressbar(items, length=length, label=label, file=sys.stderr) as bar:
-        yield from bar
+def _streamed(
+    items: Iterable[R],
+    length: int,
+    label: str,
+    emit: Callable[[R], None] | None,
+    show_bar: bool,
+) -> Iterator[R]:
+    iterator = iter(items)
+    bar = click.progressbar(length=length, label=label, file=sys.stderr) if show_bar else None
+
+    def deliver(item: R) -> None:
+        if emit is not None:
+            if bar is not None:
+                sys.stderr.write("\r\x1b[2K")  # the bar's line, so the result reads clean
+                sys.stderr.flush()
+            emit(item)
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            try:
+                deliver(item)
+                yield item
+            except KeyboardInterrupt:
+                # Interrupted here, not in the stream: let the stream yield what it has done.
+                throw = getattr(iterator, "throw", None)
+                if throw is None:
+                    raise
+                try:
+                    item = throw(KeyboardInterrupt)
+                    while True:
+                        deliver(item)
+                        item = next(iterator)
+                except StopIteration:
+                    pass
+                raise
+    finally:
+        if bar is not None:
+            bar.render_finish()
+
+
+class Output:
+    """Where a command's results go: stdout, or nothing once its reader has gone away.
+
+    When the reader of stdout leaves (``verify ... | head``), the command still works
+    every file and exits with the verdict of them all; only the printing stops.
+    """
+
+    def __init__(self, *, err: bool = False) -> None:
+        self.err = err
+        self.closed = False
+
+    def echo(self, text: str) -> None:
+        """Print one result, flushed at once (a pipe's reader sees it when it is known)."""
+        if self.closed:
+            return
+        try:
+            click.echo(text, err=self.err)
+            (sys.stderr if self.err else sys.stdout).flush()
+        except BrokenPipeError:
+            self.closed = True
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silences the exit flush
+
+
+def echo_json_line(value: Any, out: Output | None = None) -> None:
+    """One compact JSON object on one line (``--format jsonl``), escaped as :func:`echo_json`."""
+    text = escape_json_text(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    if out is None:
+        click.echo(text)
+    else:
+        out.echo(text)
+
+
+STDOUT = "-"
+"""The ``--output`` that means standard output."""
+
+OUTPUT_FORMAT = click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "jsonl"]),
+    default="text",
+    show_default=True,
+    help="Readable text, one JSON object, or one JSON object per line as each file is done.",
+)
+"""``--format`` of migrate and repair (verify's adds ``github``)."""
+
+
+def output_choice(as_json: bool, output_format: str, *, quiet: bool, verbose: bool) -> str:
+    """The output format asked for (``--json`` is ``--format json``); a conflict is a usage
+    error."""
+    context = click.get_current_context()
+    explicit = context.get_parameter_source("output_format") not in (
+        click.core.ParameterSource.DEFAULT,
+        None,
+    )
+    if as_json and explicit and output_format != "json":
+        raise click.UsageError(f"--json and --format {output_format} ask for two formats; pick one")
+    if quiet and verbose:
+        raise click.UsageError("--quiet and --verbose contradict each other; pick one")
+    return "json" if as_json else output_format
+
+
+@contextlib.contextmanager
+def stdout_spool(wanted: bool) -> Iterator[str | None]:
+    """A path (not yet created) in a private temp directory for ``--output -``, else None.
+
+    The command publishes there as it would to any ``--output`` (complete, or not at all)
+    and copies the file to stdout afterwards (:func:`copy_to_stdout`), so a failed run
+    never leaves half a log on stdout. The directory is removed afterwards.
+    """
+    if not wanted:
+        yield None
+        return
+    import shutil
+    import tempfile
+
+    directory = tempfile.mkdtemp(prefix="dsh-store-stdout-")
+    try:
+        yield os.path.join(directory, "stdout.jsonl")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def copy_to_stdout(path: str) -> None:
+    """Copy the file at ``path`` to stdout's bytes, 1 MiB at a time."""
+    import shutil
+
+    sys.stdout.flush()
+    with open(path, "rb") as source:
+        shutil.copyfileobj(source, sys.stdout.buffer, _STDIN_CHUNK)
+    sys.stdout.buffer.flush()
+
+
+def json_text(value: Any) -> str:
+    """``value`` as :func:`echo_json` prints it."""
+    return escape_json_text(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def echo_json(value: Any) -> None:

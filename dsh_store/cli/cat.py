@@ -7,20 +7,32 @@ import sys
 import click
 
 from .._output import escape_json_line
-from ._common import existing, fail, guarded, one_log
+from ._common import (
+    common_options,
+    existing_or_stdin,
+    fail,
+    guarded,
+    one_log,
+    stdin_name,
+    stdin_spooled,
+)
 
 
 @click.command()
-@click.argument("path", type=click.Path(readable=False), callback=existing)
+@click.argument(
+    "path", type=click.Path(readable=False, allow_dash=True), callback=existing_or_stdin
+)
 @click.option(
     "--from-seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq."
 )
 @click.option("--type", "types", multiple=True, help="Only events of this type (repeatable).")
+@common_options
 @guarded
 def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
     """Print committed events as v4 JSONL on stdout (no header line).
 
-    PATH is a .jsonl file or a session directory (its newest generation is read).
+    PATH is a .jsonl file or a session directory (its newest generation is read), or -
+    for a log on standard input.
 
     Older formats are upgraded in memory; a torn tail is never printed; committed
     corruption stops the output with an error (exit 1), and so does an empty file.
@@ -30,6 +42,7 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
       dsh-store cat session.jsonl --type user/message
       dsh-store cat session.v4.jsonl --from-seq 100 | jq .type
       dsh-store cat ~/.dsh/sessions/_no-cwd/s1 --type turn/end
+      git show HEAD:session.v4.jsonl | dsh-store cat -
     """
     from ..summary import stream_v4_lines
 
@@ -40,11 +53,12 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
         if seq >= from_seq and (not wanted or event_type in wanted):
             out.write(escape_json_line(line))
 
-    log = one_log(path)
-    try:
-        count = stream_v4_lines(log, emit)
-    finally:
-        # What was checked and printed before a defect stays printed.
-        out.flush()
-    if count is None:  # verify classifies it `empty` and fails it; so does cat
-        fail(f"{log}: not a session log: the file is empty (0 bytes)")
+    with stdin_spooled((path,)) as (spooled,):
+        log = one_log(spooled)
+        try:
+            count = stream_v4_lines(log, emit)
+        finally:
+            # What was checked and printed before a defect stays printed.
+            out.flush()
+        if count is None:  # verify classifies it `empty` and fails it; so does cat
+            fail(f"{stdin_name(log)}: not a session log: the file is empty (0 bytes)")

@@ -7,7 +7,7 @@ import sys
 import click
 
 from .._output import printable
-from ._common import EXIT_USAGE, fail, guarded
+from ._common import EXIT_USAGE, common_options, fail, guarded
 
 
 @click.command()
@@ -16,6 +16,7 @@ from ._common import EXIT_USAGE, fail, guarded
     type=click.Path(file_okay=False),
     help="Directory to work in (default: a new temporary directory).",
 )
+@common_options
 @guarded
 def demo(root: str | None) -> None:
     """Record a session, SIGKILL the writer mid-turn, restore, migrate, verify.

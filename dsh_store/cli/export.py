@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import existing, guarded, one_log
+from ._common import common_options, existing, guarded, one_log
 
 if TYPE_CHECKING:
     from ..export import ExportFormat
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="File to write (replaced atomically once complete); - is stdout.",
 )
+@common_options
 @guarded
 def export(path: str, output_format: str, output: str) -> None:
     """Render a session as the conversation a person reads.

@@ -7,19 +7,34 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_FINDINGS, EXIT_OK, echo_json, envelope, existing, guarded, one_log
+from ._common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    common_options,
+    echo_json,
+    envelope,
+    existing_or_stdin,
+    guarded,
+    one_log,
+    stdin_name,
+    stdin_spooled,
+)
 
 
 @click.command()
-@click.argument("path", type=click.Path(readable=False), callback=existing)
+@click.argument(
+    "path", type=click.Path(readable=False, allow_dash=True), callback=existing_or_stdin
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="List every event (seq, type, bytes).")
 @click.option("--messages", "show_messages", is_flag=True, help="Show the derived messages.")
+@common_options
 @guarded
 def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) -> None:
     """Summarize one log: header, format, classification, counts, open turn.
 
-    PATH is a .jsonl file or a session directory (its newest generation is read).
+    PATH is a .jsonl file or a session directory (its newest generation is read), or -
+    for a log on standard input (reported as -).
 
     Counts turns, steps and events by type with their bytes (as v4 lines; older logs
     are upgraded in memory). Never writes. Exit 1 when the log cannot be restored
@@ -34,12 +49,26 @@ def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) ->
     """
     from ..summary import summarize
 
-    summary = summarize(one_log(path), events=show_events, messages=show_messages)
+    with stdin_spooled((path,)) as (spooled,):
+        summary = summarize(one_log(spooled), events=show_events, messages=show_messages)
+        summary = _named(summary)
     if as_json:
         echo_json(envelope("files", [summary], {summary["classification"]: 1}))
     else:
         click.echo(_summary_text(summary))  # JSON stays exact; only the text is escaped
     sys.exit(EXIT_OK if summary.get("events") is not None else EXIT_FINDINGS)
+
+
+def _named(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with the spooled standard input named ``-`` (path and findings)."""
+    path = stdin_name(str(summary["path"]))
+    if path == str(summary["path"]):
+        return summary
+    findings = [
+        {**finding, "message": stdin_name(str(finding["message"]))}
+        for finding in summary.get("findings", [])
+    ]
+    return {**summary, "path": path, "findings": findings}
 
 
 def _summary_text(summary: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import count_by, echo_json, envelope, guarded
+from ._common import common_options, count_by, echo_json, envelope, guarded
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,14 +27,16 @@ def default_root() -> Path:
 @click.command(name="list")
 @click.argument("root", required=False, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@common_options
 @guarded
 def list_sessions(root: str | None, as_json: bool) -> None:
     """List the sessions of a store, reading only each log's header and tail.
 
-    ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions. Status is current,
-    needs-migration or torn-tail (or what is wrong with the header), or misfiled for a
-    log whose header names another session or cwd than its directory; run verify for
-    the full verdict.
+    ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions. CREATED is the header's
+    createdAt as local ISO-8601 time to the second (--json keeps the raw milliseconds).
+    Status is current, needs-migration or torn-tail (or what is wrong with the header),
+    or misfiled for a log whose header names another session or cwd than its directory;
+    run verify for the full verdict.
 
     \b
     Examples:
@@ -51,17 +53,31 @@ def list_sessions(root: str | None, as_json: bool) -> None:
     if not rows:
         click.echo(printable(f"no sessions under {store_root}"))
         return
-    click.echo(f"{'ID':<36} {'VER':>3} {'EVENTS':>7}  {'STATUS':<16} {'CREATED':<13}  CWD")
+    click.echo(f"{'ID':<36} {'VER':>3} {'EVENTS':>7}  {'STATUS':<16} {'CREATED':<25}  CWD")
     for row in rows:
         events = "?" if row["events"] is None else str(row["events"])
         version = "?" if row["version"] is None else str(row["version"])
-        created = "-" if row["created"] is None else str(row["created"])
+        created = "-" if row["created"] is None else local_time(row["created"])
         ident = row["id"] if row["id"] is not None else f"({row['path']})"
         status = "misfiled" if row["misfiled"] else row["status"]
         # Ids, paths and cwds come from the logs: no control sequence reaches the terminal.
         click.echo(
             printable(
                 f"{ident!s:<36} {version:>3} {events:>7}  {status:<16} "
-                f"{created:<13}  {row.get('cwd') or '-'}"
+                f"{created:<25}  {row.get('cwd') or '-'}"
             )
         )
+
+
+def local_time(epoch_ms: int) -> str:
+    """``epoch_ms`` (Unix milliseconds) as local ISO-8601 time to the second, with offset.
+
+    A value no clock can show (out of the platform's range) is printed as the number.
+    """
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromtimestamp(epoch_ms / 1000).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return str(epoch_ms)
+    return moment.isoformat(timespec="seconds")

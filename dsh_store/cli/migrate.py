@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._output import printable
+from .._output import JSON_SCHEMA_VERSION, printable
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
     EXIT_USAGE,
     JOBS,
+    OUTPUT_FORMAT,
     PATHS,
+    QUIET,
+    STDOUT,
+    VERBOSE,
+    Output,
+    common_options,
+    copy_to_stdout,
     echo_json,
+    echo_json_line,
     envelope,
     fail,
     guarded,
-    progress,
+    json_text,
+    output_choice,
     set_verdict,
+    stdout_spool,
+    streaming,
     style,
 )
 
@@ -36,7 +48,7 @@ if TYPE_CHECKING:
     "--output",
     "-o",
     type=click.Path(dir_okay=False),
-    help="Publish the upgraded log here (exactly one source; never overwrites).",
+    help="Publish the upgraded log here (exactly one source; never overwrites); - is stdout.",
 )
 @click.option(
     "--in-place",
@@ -56,8 +68,12 @@ if TYPE_CHECKING:
     help="Also migrate the format-0 logs DSH's reader loads but the faithful chain refuses, "
     "recording each deviation in a migration/note event (docs/migrations.md).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@OUTPUT_FORMAT
+@QUIET
+@VERBOSE
 @JOBS
+@common_options
 @guarded
 def migrate(
     paths: tuple[str, ...],
@@ -68,14 +84,19 @@ def migrate(
     store_root: str | None,
     lenient: bool,
     as_json: bool,
+    output_format: str,
+    quiet: bool,
+    verbose: bool,
     jobs: int,
 ) -> None:
     """Upgrade logs of formats 0-3 to format 4, never overwriting a source.
 
     In a store tree, session.v4.jsonl is published beside each older generation (the
     source stays as the backup). A loose file needs --output OUT or --in-place; a format-4
-    file given --output is copied there. --check and --dry-run report what a real run
-    would (current, would-migrate or refused), looking at the target too. Exit 0
+    file given --output is copied there; --output - writes the upgraded log to stdout (the
+    result then goes to stderr). --check and --dry-run report what a real run
+    would (current, would-migrate or refused), looking at the target too. Each file is
+    printed as soon as it and the ones before it are done. Exit 0
     when nothing was refused; 1 when a file was refused, or with --check when anything
     would change; 2 on a usage error.
 
@@ -84,38 +105,78 @@ def migrate(
       dsh-store migrate ~/.dsh/sessions
       dsh-store migrate ~/.dsh/sessions --check
       dsh-store migrate old.jsonl --output new.jsonl
+      dsh-store migrate old.jsonl --output - | dsh-store verify -
       dsh-store migrate fixtures/ --in-place --jobs 4
     """
     from ..bulk import MigrationOptionsError, migrate_paths
     from ..verify import NoLogsError
 
+    fmt = output_choice(as_json, output_format, quiet=quiet, verbose=verbose)
     if output is not None and in_place:
         raise click.UsageError("use either --output or --in-place, not both")
-    try:
-        results = migrate_paths(
-            paths,
-            output=output,
-            in_place=in_place,
-            dry_run=check or dry_run,
-            jobs=jobs,
-            progress=progress("migrating"),
-            evidence_root=store_root,
-            lenient=lenient,
-        )
-    except NoLogsError as error:
-        fail(str(error), EXIT_USAGE)
-    except MigrationOptionsError as error:
-        raise click.UsageError(printable(str(error))) from None
+    to_stdout = output == STDOUT
+    out = Output(err=to_stdout)
+    counts: dict[str, int] = {}
+
+    def emit(result: MigrationResult) -> None:
+        result = _named(result, spool)
+        counts[result.status] = counts.get(result.status, 0) + 1
+        if result.status == "refused" or (check and result.status == "would-migrate"):
+            set_verdict(EXIT_FINDINGS)
+        if quiet and result.status != "refused":
+            return
+        if fmt == "jsonl":
+            echo_json_line({"schema": JSON_SCHEMA_VERSION, "file": result.to_json()}, out)
+        else:
+            for line in _result_lines(result):
+                out.echo(line)
+
+    with stdout_spool(to_stdout) as spool:
+        try:
+            results = migrate_paths(
+                paths,
+                output=spool if to_stdout else output,
+                in_place=in_place,
+                dry_run=check or dry_run,
+                jobs=jobs,
+                progress=streaming("migrating", None if fmt == "json" else emit),
+                evidence_root=store_root,
+                lenient=lenient,
+            )
+        except NoLogsError as error:
+            fail(str(error), EXIT_USAGE)
+        except MigrationOptionsError as error:
+            raise click.UsageError(printable(str(error))) from None
+        results = [_named(result, spool) for result in results]
+        if spool is not None and os.path.exists(spool):
+            copy_to_stdout(spool)
     changes = any(result.status in ("migrated", "would-migrate") for result in results)
     refused = any(result.status == "refused" for result in results)
     code = EXIT_FINDINGS if refused or (check and changes) else EXIT_OK
     set_verdict(code)
-    if as_json:
-        echo_json(migrate_json(results))
+    if fmt == "json":
+        document = migrate_json(results)
+        if to_stdout:
+            click.echo(json_text(document), err=True)
+        else:
+            echo_json(document)
+    elif fmt == "jsonl":
+        echo_json_line(
+            {"schema": JSON_SCHEMA_VERSION, "summary": migrate_json(results)["summary"]}, out
+        )
     else:
-        for line in _migration_table(results):
-            click.echo(line)
+        out.echo(_counts_line(counts))
     sys.exit(code)
+
+
+def _named(result: MigrationResult, spool: str | None) -> MigrationResult:
+    """``result`` with the stdout spool file (``--output -``) named ``-``."""
+    if spool is None or result.target is None or str(result.target) != spool:
+        return result
+    from dataclasses import replace
+    from pathlib import Path
+
+    return replace(result, target=Path(STDOUT))
 
 
 def migrate_json(results: Sequence[MigrationResult]) -> dict[str, Any]:
@@ -126,26 +187,26 @@ def migrate_json(results: Sequence[MigrationResult]) -> dict[str, Any]:
     return envelope("files", [result.to_json() for result in results], summary)
 
 
-def _migration_table(results: Sequence[MigrationResult]) -> list[str]:
-    colours = {"migrated": "green", "would-migrate": "yellow", "refused": "red"}
-    lines = []
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[result.status] = counts.get(result.status, 0) + 1
-        version = "?" if result.source_version is None else str(result.source_version)
-        status = style(f"{result.status:<13}", fg=colours.get(result.status))
-        line = f"{status} v{version:<2} {printable(str(result.source))}"
-        if result.target is not None and result.target != result.source:
-            line += f" -> {printable(str(result.target))}"
-        if result.events is not None and result.status != "current":
-            line += f" ({result.events} events)"
-        if result.backup is not None:
-            line += f" (backup {printable(str(result.backup))})"
-        lines.append(line)
-        if result.reason:
-            lines.append(f"  reason: {' '.join(printable(result.reason).split())}")
-    order = ("migrated", "would-migrate", "current", "refused")
-    lines.append(
-        "; ".join(f"{counts.get(status, 0)} {status}" for status in order if status in counts)
-    )
+_COLOURS = {"migrated": "green", "would-migrate": "yellow", "refused": "red"}
+_ORDER = ("migrated", "would-migrate", "current", "refused")
+
+
+def _result_lines(result: MigrationResult) -> list[str]:
+    """The text lines of one result: status, version, source and where it went."""
+    version = "?" if result.source_version is None else str(result.source_version)
+    status = style(f"{result.status:<13}", fg=_COLOURS.get(result.status))
+    line = f"{status} v{version:<2} {printable(str(result.source))}"
+    if result.target is not None and result.target != result.source:
+        line += f" -> {printable(str(result.target))}"
+    if result.events is not None and result.status != "current":
+        line += f" ({result.events} events)"
+    if result.backup is not None:
+        line += f" (backup {printable(str(result.backup))})"
+    lines = [line]
+    if result.reason:
+        lines.append(f"  reason: {' '.join(printable(result.reason).split())}")
     return lines
+
+
+def _counts_line(counts: dict[str, int]) -> str:
+    return "; ".join(f"{counts.get(status, 0)} {status}" for status in _ORDER if status in counts)

@@ -8,20 +8,31 @@ from typing import Any
 
 import click
 
-from .._output import printable
+from .._output import JSON_SCHEMA_VERSION, printable
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
     EXIT_USAGE,
     JOBS,
+    OUTPUT_FORMAT,
     PATHS,
+    QUIET,
+    STDOUT,
+    VERBOSE,
+    Output,
+    common_options,
+    copy_to_stdout,
     count_by,
     echo_json,
+    echo_json_line,
     envelope,
     fail,
     guarded,
-    progress,
+    json_text,
+    output_choice,
     set_verdict,
+    stdout_spool,
+    streaming,
     style,
 )
 
@@ -38,10 +49,14 @@ from ._common import (
     "--output",
     "-o",
     type=click.Path(dir_okay=False),
-    help="Where --salvage publishes the salvaged log (never overwritten).",
+    help="Where --salvage publishes the salvaged log (never overwritten); - is stdout.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@OUTPUT_FORMAT
+@QUIET
+@VERBOSE
 @JOBS
+@common_options
 @guarded
 def repair(
     paths: tuple[str, ...],
@@ -49,6 +64,9 @@ def repair(
     salvage: bool,
     output: str | None,
     as_json: bool,
+    output_format: str,
+    quiet: bool,
+    verbose: bool,
     jobs: int,
 ) -> None:
     """Repair crashed v4 logs without loss: cut the torn tail, close the open turn.
@@ -59,43 +77,78 @@ def repair(
     Committed corruption and older formats are refused (migrate those), never
     "repaired". Publish temps (<log>.<12 hex>.tmp) left by an interrupted publish are
     deleted once they are 10 minutes old, including orphans whose log was never created;
-    younger ones are kept and listed. Exit 0 when every file is clean or repaired, 1 when
-    one was refused.
+    younger ones are kept and listed. Each file is printed as soon as it and the ones
+    before it are done. Exit 0 when every file is clean or repaired, 1 when one was
+    refused.
 
     With --salvage --output OUT, a log with committed corruption is not repaired but
     salvaged: its events up to the first bad one, plus closers, are published as the
-    new file OUT, and the log itself is left as it is. Exit 0 when salvaged, 1 when
-    refused.
+    new file OUT (--output - writes them to stdout, the result to stderr), and the log
+    itself is left as it is. Exit 0 when salvaged, 1 when refused.
 
     \b
     Examples:
       dsh-store repair ~/.dsh/sessions --dry-run
-      dsh-store repair ~/.dsh/sessions --jobs 4
+      dsh-store repair ~/.dsh/sessions --jobs 4 -q
       dsh-store repair session.v4.jsonl
       dsh-store repair session.v4.jsonl --salvage --output salvaged.jsonl
     """
+    fmt = output_choice(as_json, output_format, quiet=quiet, verbose=verbose)
     if salvage or output is not None:
-        _salvage(paths, output, salvage=salvage, dry_run=dry_run, as_json=as_json)
+        _salvage(paths, output, salvage=salvage, dry_run=dry_run, fmt=fmt)
         return
     from ..bulk import repair_paths
     from ..verify import NoLogsError
 
+    out = Output()
+    shown = 0
+
+    def emit(result: dict[str, Any]) -> None:
+        nonlocal shown
+        shown += 1
+        _show(result, fmt, quiet, out)
+
     try:
-        results = repair_paths(paths, dry_run=dry_run, jobs=jobs, progress=progress("repairing"))
+        results = repair_paths(
+            paths,
+            dry_run=dry_run,
+            jobs=jobs,
+            progress=streaming("repairing", None if fmt == "json" else emit),
+        )
     except NoLogsError as error:
         fail(str(error), EXIT_USAGE)
     refused = any(result["status"] == "refused" for result in results)
     set_verdict(EXIT_FINDINGS if refused else EXIT_OK)
-    if as_json:
+    if fmt == "json":
         echo_json(envelope("files", results, count_by(results, "status")))
     else:
-        for result in results:
-            click.echo(_repair_text(result))
+        for result in results[shown:]:  # the orphan temps, found and deleted after the logs
+            _show(result, fmt, quiet, out)
+        summary = count_by(results, "status")
+        if fmt == "jsonl":
+            echo_json_line({"schema": JSON_SCHEMA_VERSION, "summary": summary}, out)
+        elif quiet:  # the default lists every file: its output stays as scripts know it
+            out.echo(_repair_summary(summary))
     sys.exit(EXIT_FINDINGS if refused else EXIT_OK)
 
 
+def _show(result: dict[str, Any], fmt: str, quiet: bool, out: Output) -> None:
+    if result["status"] == "refused":
+        set_verdict(EXIT_FINDINGS)
+    elif quiet:
+        return
+    if fmt == "jsonl":
+        echo_json_line({"schema": JSON_SCHEMA_VERSION, "file": result}, out)
+    else:
+        out.echo(_repair_text(result))
+
+
+def _repair_summary(summary: dict[str, int]) -> str:
+    return "; ".join(f"{count} {status}" for status, count in summary.items()) or "no files"
+
+
 def _salvage(
-    paths: tuple[str, ...], output: str | None, *, salvage: bool, dry_run: bool, as_json: bool
+    paths: tuple[str, ...], output: str | None, *, salvage: bool, dry_run: bool, fmt: str
 ) -> None:
     from ..bulk import salvage_path
     from ..salvage import describe_salvage
@@ -110,11 +163,25 @@ def _salvage(
         raise click.UsageError(
             f"--salvage takes a log file, and {printable(paths[0])} is a directory"
         )
-    result = salvage_path(paths[0], output, dry_run=dry_run)
-    if as_json:
-        echo_json(envelope("files", [result], count_by([result], "status")))
+    to_stdout = output == STDOUT
+    with stdout_spool(to_stdout) as spool:
+        result = salvage_path(paths[0], spool or output, dry_run=dry_run)
+        if spool is not None:
+            result = {**result, "output": STDOUT}
+            if result["status"] == "salvaged" and os.path.exists(spool):
+                copy_to_stdout(spool)
+    document = envelope("files", [result], count_by([result], "status"))
+    if fmt == "json":
+        if to_stdout:
+            click.echo(json_text(document), err=True)
+        else:
+            echo_json(document)
+    elif fmt == "jsonl":
+        out = Output(err=to_stdout)
+        echo_json_line({"schema": JSON_SCHEMA_VERSION, "file": result}, out)
+        echo_json_line({"schema": JSON_SCHEMA_VERSION, "summary": document["summary"]}, out)
     else:
-        click.echo(describe_salvage(_escaped(result), style))
+        click.echo(describe_salvage(_escaped(result), style), err=to_stdout)
     sys.exit(EXIT_FINDINGS if result["status"] == "refused" else EXIT_OK)
 
 

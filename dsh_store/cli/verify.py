@@ -9,22 +9,29 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 
-from .._output import printable
+from .._output import JSON_SCHEMA_VERSION, printable
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
     EXIT_USAGE,
     JOBS,
-    PATHS,
+    PATHS_OR_STDIN,
+    QUIET,
+    VERBOSE,
+    Output,
+    common_options,
     echo_json,
+    echo_json_line,
     fail,
     guarded,
-    progress,
     set_verdict,
+    stdin_name,
+    stdin_spooled,
+    streaming,
     style,
 )
 
@@ -34,7 +41,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@PATHS
+@PATHS_OR_STDIN
 @click.option("--strict", is_flag=True, help="Also fail files with any finding at all.")
 @click.option("--require-current", is_flag=True, help="Fail logs older than format 4.")
 @click.option(
@@ -51,12 +58,16 @@ if TYPE_CHECKING:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "json", "github"]),
+    type=click.Choice(["text", "json", "jsonl", "github"]),
     default="text",
     show_default=True,
-    help="Readable text, one JSON object, or GitHub workflow annotations.",
+    help="Readable text, one JSON object, one JSON object per line, or GitHub workflow "
+    "annotations.",
 )
+@QUIET
+@VERBOSE
 @JOBS
+@common_options
 @guarded
 def verify(
     paths: tuple[str, ...],
@@ -66,6 +77,8 @@ def verify(
     lenient: bool,
     as_json: bool,
     output_format: str,
+    quiet: bool,
+    verbose: bool,
     jobs: int,
 ) -> None:
     """Classify every log and list its findings; never writes.
@@ -78,14 +91,16 @@ def verify(
     fail unless --allow-repairable. A publish temp an interrupted publish left beside a log
     is a leftover-temp finding of that log; one whose log was never created (a first
     write killed before its link) is listed on its own. Both fail only with --strict,
-    and dsh-store repair deletes them.
+    and dsh-store repair deletes them. Each file is printed as soon as it and the ones
+    before it are done. A PATH of - reads one log from standard input.
 
     \b
     Examples:
       dsh-store verify ~/.dsh/sessions
       dsh-store verify fixtures/ --require-current --format github
       dsh-store verify session.v4.jsonl --json
-      dsh-store verify big-store/ --jobs 4 --allow-repairable
+      dsh-store verify big-store/ --jobs 4 --allow-repairable -q
+      git show HEAD:session.v4.jsonl | dsh-store verify -
     """
     from ..verify import NoLogsError, counts_as_failure, verify_json, verify_tree
 
@@ -96,44 +111,82 @@ def verify(
     )
     if as_json and explicit_format and output_format != "json":
         raise click.UsageError(f"--json and --format {output_format} ask for two formats; pick one")
-    try:
-        reports, orphans = verify_tree(
-            paths, jobs=jobs, progress=progress("verifying"), lenient=lenient
-        )
-    except NoLogsError as error:
-        fail(str(error), EXIT_USAGE)
-    superseded = {report.path: superseded_by(report.path) for report in reports}
-    failures = {
-        report.path
-        for report in reports
-        if counts_as_failure(
+    if quiet and verbose:
+        raise click.UsageError("--quiet and --verbose contradict each other; pick one")
+    fmt = "json" if as_json else output_format
+    out = Output()
+    failures: set[str] = set()
+
+    def judge(report: FileReport) -> bool:
+        return counts_as_failure(
             report,
             strict=strict,
             # An older generation kept beside its upgrade is a backup, not a log to upgrade.
-            require_current=require_current and superseded[report.path] is None,
+            require_current=require_current and superseded_by(report.path) is None,
             allow_repairable=allow_repairable,
         )
-    }
+
+    def emit(report: FileReport) -> None:
+        report = _named(report)
+        failed = judge(report)
+        if failed:
+            failures.add(report.path)
+            set_verdict(EXIT_FINDINGS)
+        if quiet and not failed:
+            return
+        if fmt == "jsonl":
+            echo_json_line({"schema": JSON_SCHEMA_VERSION, "file": report.to_json()}, out)
+        elif fmt == "github":
+            for line in github_annotations(report, failed=failed):
+                out.echo(line)
+        else:
+            out.echo(_report_text(report, failed, superseded_by(report.path), verbose=verbose))
+
+    with stdin_spooled(paths) as files:
+        try:
+            found, orphans = verify_tree(
+                files,
+                jobs=jobs,
+                progress=streaming("verifying", None if fmt == "json" else emit),
+                lenient=lenient,
+            )
+        except NoLogsError as error:
+            fail(str(error), EXIT_USAGE)
+        reports = [_named(report) for report in found]
+    if fmt == "json":
+        failures = {report.path for report in reports if judge(report)}
     if strict:
         failures.update(temp.path for temp in orphans)
     set_verdict(EXIT_FINDINGS if failures else EXIT_OK)
-    fmt = "json" if as_json else output_format
     if fmt == "json":
         echo_json(verify_json(reports, orphans))
+    elif fmt == "jsonl":
+        for temp in cast("list[object]", verify_json((), orphans)["orphanTemps"]):
+            echo_json_line({"schema": JSON_SCHEMA_VERSION, "orphanTemp": temp}, out)
+        summary = verify_json(reports)["summary"]
+        echo_json_line({"schema": JSON_SCHEMA_VERSION, "summary": summary}, out)
     elif fmt == "github":
-        for report in reports:
-            for line in github_annotations(report, failed=report.path in failures):
-                click.echo(line)
         for temp in orphans:
-            click.echo(_orphan_annotation(temp, failed=strict))
-        click.echo(_verify_summary(reports, orphans, len(failures)))
+            if strict or not quiet:
+                out.echo(_orphan_annotation(temp, failed=strict))
+        out.echo(_verify_summary(reports, orphans, len(failures)))
     else:
-        for report in reports:
-            click.echo(_report_text(report, report.path in failures, superseded[report.path]))
         for temp in orphans:
-            click.echo(_orphan_text(temp, failed=strict))
-        click.echo(_verify_summary(reports, orphans, len(failures)))
+            if strict or not quiet:
+                out.echo(_orphan_text(temp, failed=strict))
+        out.echo(_verify_summary(reports, orphans, len(failures)))
     sys.exit(EXIT_FINDINGS if failures else EXIT_OK)
+
+
+def _named(report: FileReport) -> FileReport:
+    """``report`` with the spooled standard input named ``-``, in its path and findings."""
+    path = stdin_name(report.path)
+    if path == report.path:
+        return report
+    findings = tuple(
+        finding._replace(message=stdin_name(finding.message)) for finding in report.findings
+    )
+    return report._replace(path=path, findings=findings)
 
 
 def _orphan_text(temp: LeftoverTemp, *, failed: bool) -> str:
@@ -175,7 +228,9 @@ def superseded_by(path: str) -> str | None:
     return None
 
 
-def _report_text(report: FileReport, failed: bool, superseded: str | None = None) -> str:
+def _report_text(
+    report: FileReport, failed: bool, superseded: str | None = None, *, verbose: bool = False
+) -> str:
     colour = "red" if failed else ("green" if report.classification == "ok" else "yellow")
     facts = []
     if report.version is not None:
@@ -193,12 +248,17 @@ def _report_text(report: FileReport, failed: bool, superseded: str | None = None
         where = []
         if finding.line is not None:
             where.append(f"line {finding.line}")
+            if verbose and finding.line >= 2:  # DSH counts event lines after the header
+                where.append(f"event line {finding.line - 1}")
         if finding.offset is not None:
             where.append(f"byte {finding.offset}")
         if finding.seq is not None:
             where.append(f"seq {finding.seq}")
         location = f" [{', '.join(where)}]" if where else ""
         lines.append(f"  {printable(finding.rule)}{location}: {_one_line(finding.message)}")
+    if verbose and report.lenient_would_migrate is not None:
+        lenient = "migrates" if report.lenient_would_migrate else "still refuses"
+        lines.append(f"  migrate --lenient {lenient} it")
     return "\n".join(lines)
 
 

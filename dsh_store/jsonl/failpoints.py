@@ -26,6 +26,7 @@ FAILPOINTS: tuple[str, ...] = (
     "append.before-fsync",
     "append.after-fsync",
     "rollback.before-truncate",
+    "repair.after-intent",
     "repair.after-sidecar",
     "repair.after-truncate",
     "migrate.before-fsync",

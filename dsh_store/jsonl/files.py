@@ -24,7 +24,7 @@ import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from dsh_store.errors import (
     ConcurrentModificationError,
@@ -33,10 +33,15 @@ from dsh_store.errors import (
     SessionExistsError,
     StorageError,
     WriterBrokenError,
+    ZstdUnavailableError,
 )
 from dsh_store.jsonl.failpoints import armed, failpoint
 from dsh_store.jsonl.layout import DIR_MODE, FILE_MODE, decode_session_id, temp_path
 from dsh_store.jsonl.watermark import DurableMark, header_crc
+from dsh_store.jsonl.zstd_frames import is_zstd_log
+
+if TYPE_CHECKING:
+    from dsh_store.jsonl.zstd_codec import FrameEncoder
 
 __all__ = [
     "LogWriter",
@@ -143,6 +148,16 @@ def _write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None =
         view = view[written:]
 
 
+def _frame_encoder(path: Path) -> FrameEncoder:
+    """A zstd frame encoder for the log at ``path`` (docs/format.md §7)."""
+    from dsh_store.jsonl.zstd_codec import FrameEncoder
+
+    try:
+        return FrameEncoder()
+    except ZstdUnavailableError:
+        raise ZstdUnavailableError(str(path)) from None
+
+
 def _session_id_for(path: Path) -> str:
     name = path.parent.name
     return decode_session_id(name) or name
@@ -177,7 +192,11 @@ def materialize(
     make_dirs(final.parent)
     if os.path.lexists(final):
         raise SessionExistsError(session, str(final))
-    data = b"".join((header_line, *first_batch))
+    if is_zstd_log(final):  # by its name: the header frame, then the first batch's frame
+        encoder = _frame_encoder(final)
+        data = encoder.header_frame(header_line) + encoder.batch_frame(b"".join(first_batch))
+    else:
+        data = b"".join((header_line, *first_batch))
     temp = temp_path(final, secrets.token_hex(6))
     try:
         identity = _publish(temp, final, data, session)
@@ -253,9 +272,15 @@ class LogWriter:
     call now raises :class:`WriterBrokenError`); ``mark``.
     """
 
-    def __init__(self, path: Path, fd: int, *, size: int, next_seq: int) -> None:
-        """Wrap an open ``O_APPEND`` descriptor; use :meth:`open` or :func:`materialize`."""
+    def __init__(
+        self, path: Path, fd: int, *, size: int, next_seq: int, encoder: FrameEncoder | None = None
+    ) -> None:
+        """Wrap an open ``O_APPEND`` descriptor; use :meth:`open` or :func:`materialize`.
+
+        With an ``encoder`` (a zstd log) every batch is written as one zstd frame.
+        """
         info = os.fstat(fd)
+        self.encoder = encoder
         self.path = path
         self.identity: tuple[int, int] = (info.st_dev, info.st_ino)
         self.size = size
@@ -286,7 +311,8 @@ class LogWriter:
                 raise ConcurrentModificationError(
                     str(log), f"size is {info.st_size} bytes, expected {expected_size}"
                 )
-            return cls(log, fd, size=expected_size, next_seq=next_seq)
+            encoder = _frame_encoder(log) if is_zstd_log(log) else None
+            return cls(log, fd, size=expected_size, next_seq=next_seq, encoder=encoder)
         except BaseException:
             os.close(fd)
             raise
@@ -319,6 +345,8 @@ class LogWriter:
         self._check_tail(fd)
         before = self.size
         data = b"".join(lines)
+        if self.encoder is not None:  # the whole frame exists before the file is touched
+            data = self.encoder.batch_frame(data)
         try:
             failpoint("append.before-write")
             _write_all(fd, data, torn_failpoint="append.partial-write")

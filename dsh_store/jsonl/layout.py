@@ -6,7 +6,8 @@ Layout of a store root::
     <root>/_no-cwd/<encodedId>/session.v4.jsonl            (sessions without one)
 
 Older generations share the session directory: ``session.jsonl`` (format 0) and
-``session.vN.jsonl``. The single-writer lock is ``session.lock`` beside them.
+``session.vN.jsonl``; a zstd-encoded generation adds ``.zstd`` (``session.jsonl.zstd``).
+The single-writer lock is ``session.lock`` beside them.
 This module only computes names; it never touches the disk. The functions returning a
 :class:`~pathlib.Path` import :mod:`pathlib` when called: ``dsh-store verify`` uses this
 module for names only, and pathlib (with what it imports) is a noticeable part of its
@@ -34,9 +35,11 @@ __all__ = [
     "LOG_NAME",
     "NAME_MAX",
     "NO_CWD_DIR",
+    "ZSTD_SUFFIX",
     "check_session_id",
     "decode_session_id",
     "encode_session_id",
+    "encoding_of",
     "generation_name",
     "generation_version",
     "is_durable_name",
@@ -71,6 +74,9 @@ DURABLE_SUFFIX = ".durable"
 """Suffix of a log's durable watermark, ``session.v4.jsonl.durable`` (never a log: not
 ``.jsonl``, never read as one, never reported as a leftover)."""
 
+ZSTD_SUFFIX = ".zstd"
+"""Suffix of a zstd-encoded log generation, ``session.v4.jsonl.zstd`` (docs/format.md §7)."""
+
 NO_CWD_DIR = "_no-cwd"
 """Project directory of sessions that have no working directory."""
 
@@ -82,7 +88,7 @@ _PROJECT_SLUG_MAX = 251  # 251 + the four wrapping dashes = NAME_MAX
 _HASH_MARK = "~~"
 _HASH_PREFIX_MAX = NAME_MAX - len(_HASH_MARK) - 64
 _ESCAPE = re.compile(r"~([0-9A-F]{4})")
-_GENERATION = re.compile(r"session(?:\.v([1-9][0-9]*))?\.jsonl")
+_GENERATION = re.compile(r"session(?:\.v([1-9][0-9]*))?\.jsonl(?:\.zstd)?")
 # The token publishers pass to temp_path (files.materialize, migrate._write_temp) is
 # secrets.token_hex(6): twelve lowercase hex digits.
 _TEMP = re.compile(r"(.+)\.[0-9a-f]{12}\.tmp", re.DOTALL)
@@ -217,14 +223,24 @@ def session_dir(root: str | os.PathLike[str], session_id: str, cwd: str | None) 
     return project_dir(root, cwd) / encode_session_id(session_id)
 
 
-def generation_name(version: int) -> str:
+def generation_name(version: int, encoding: str = "raw") -> str:
     """File name of the log generation written in format ``version``.
 
     Version 0 is ``session.jsonl``; every later version ``N`` is ``session.vN.jsonl``.
+    The ``zstd`` encoding appends :data:`ZSTD_SUFFIX`: ``session.jsonl.zstd``,
+    ``session.vN.jsonl.zstd``.
     """
     if version < 0:
         raise ValueError(f"a format version is non-negative, got {version}")
-    return "session.jsonl" if version == 0 else f"session.v{version}.jsonl"
+    if encoding not in ("raw", "zstd"):
+        raise ValueError(f"an encoding is 'raw' or 'zstd', got {encoding!r}")
+    name = "session.jsonl" if version == 0 else f"session.v{version}.jsonl"
+    return name + ZSTD_SUFFIX if encoding == "zstd" else name
+
+
+def encoding_of(name: str) -> str:
+    """``zstd`` for a log name ending in :data:`ZSTD_SUFFIX`, else ``raw``."""
+    return "zstd" if name.endswith(ZSTD_SUFFIX) else "raw"
 
 
 def generation_version(name: str) -> int | None:

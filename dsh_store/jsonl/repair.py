@@ -31,7 +31,15 @@ from pathlib import Path
 from ..errors import ConcurrentModificationError, DshStoreError, StorageError
 from .failpoints import failpoint
 
-__all__ = ["commit_truncation", "sidecar_path"]
+__all__ = [
+    "commit_truncation",
+    "drop_intent",
+    "drop_stale_intents",
+    "intent_path",
+    "read_intent",
+    "sidecar_path",
+    "write_intent",
+]
 
 _COPY_BLOCK = 1 << 20
 _SIDECAR_MODE = 0o600
@@ -182,3 +190,72 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def intent_path(path: str | os.PathLike[str], offset: int) -> Path:
+    """Name of the lines a zstd repair appends after cutting ``path`` at ``offset``:
+    ``<log>.repair-<offset>`` (docs/format.md §7.3)."""
+    log = Path(path)
+    return log.with_name(f"{log.name}.repair-{offset}")
+
+
+def write_intent(path: str | os.PathLike[str], offset: int, lines: list[bytes]) -> Path:
+    """Make the lines a zstd repair appends at ``offset`` durable before it cuts anything.
+
+    Written to a scratch name, fsynced, renamed over ``<log>.repair-<offset>`` (a rerun
+    computes the same lines from the same torn log), directory fsynced. Failpoint
+    ``repair.after-intent``.
+    """
+    intent = intent_path(path, offset)
+    scratch = intent.with_name(intent.name + ".partial")
+    try:
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _SIDECAR_MODE)
+        try:
+            os.fchmod(fd, _SIDECAR_MODE)
+            data = memoryview(b"".join(lines))
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(scratch, intent)
+        _fsync_dir(intent.parent)
+    except OSError as error:
+        raise StorageError("saving the lines a repair appends", str(intent), error) from error
+    failpoint("repair.after-intent")
+    return intent
+
+
+def read_intent(path: str | os.PathLike[str], offset: int) -> list[bytes] | None:
+    """The lines an earlier zstd repair of ``path`` at ``offset`` was to append, or None."""
+    try:
+        data = intent_path(path, offset).read_bytes()
+    except FileNotFoundError:
+        return None
+    return data.splitlines(keepends=True)
+
+
+def drop_intent(path: str | os.PathLike[str], offset: int) -> None:
+    """Remove a finished repair's intent (its lines are in the log now)."""
+    intent = intent_path(path, offset)
+    with contextlib.suppress(FileNotFoundError):
+        intent.unlink()
+        _fsync_dir(intent.parent)
+
+
+def drop_stale_intents(path: str | os.PathLike[str], committed: int) -> None:
+    """Remove the intents of repairs that finished: their offset is below ``committed``.
+
+    A repair cuts the log to its intent's offset before it appends, so a log whose
+    committed prefix reaches past that offset already holds the intent's lines.
+    """
+    log = Path(path)
+    prefix = f"{log.name}.repair-"
+    try:
+        names = os.listdir(log.parent)
+    except OSError:
+        return
+    for name in names:
+        offset = name[len(prefix) :]
+        if name.startswith(prefix) and offset.isdigit() and int(offset) < committed:
+            drop_intent(log, int(offset))

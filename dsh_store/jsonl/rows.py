@@ -277,6 +277,10 @@ def is_packed_row(value: object) -> bool:
     return type(value) is dict and value.get("type") in PACKED_ROW_TYPES
 
 
+_STR_TYPE = frozenset({str})
+_INT_TYPE = frozenset({int})
+
+
 def packed_row_count(value: dict[str, Any]) -> int:
     """Number of logical ``assistant/chunk`` events a valid packed row stands for."""
     data = value["data"]
@@ -313,10 +317,11 @@ def packed_row_problem(value: dict[str, Any]) -> str | None:
         if type(data[key]) is not int:
             return f"packed row data.{key} must be an integer"
     members = data["args" if tool else "texts"]
-    if type(members) is not list or not members or not all(type(m) is str for m in members):
+    # Type sets rather than a per-member loop: a packed row holds up to thousands of them.
+    if type(members) is not list or not members or set(map(type, members)) != _STR_TYPE:
         return "packed row members must be a non-empty list of strings"
     gaps = data["dt"]
-    if type(gaps) is not list or not all(type(g) is int for g in gaps):
+    if type(gaps) is not list or not set(map(type, gaps)) <= _INT_TYPE:
         return "packed row data.dt must be a list of integers"
     if len(gaps) != len(members) - 1:
         return f"packed row has {len(members)} members but {len(gaps)} time gaps"

@@ -28,7 +28,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -46,6 +46,10 @@ from .rows import (
     unparsable_reason,
 )
 from .watermark import Watermark, header_crc, read_watermark, watermark_path
+from .zstd_frames import MAGIC
+
+if TYPE_CHECKING:
+    from .zstd_codec import FramePlaintext
 
 __all__ = [
     "CRASH_SPAN_BYTES",
@@ -195,6 +199,8 @@ class LogScanner:
         self._finished = False
         self._watermark: Watermark | None = None
         self._durable_size: int | None = None
+        self._encoding = "raw"
+        self._recovered_events = 0
 
     # -- results -----------------------------------------------------------------------
 
@@ -243,6 +249,21 @@ class LogScanner:
         return self._durable_size
 
     @property
+    def encoding(self) -> str:
+        """``raw`` or ``zstd`` (a ``*.zstd`` name or the zstd magic), known once the file
+        was opened."""
+        return self._encoding
+
+    @property
+    def recovered_events(self) -> int:
+        """Events of a zstd log decoded from its torn final frame (docs/format.md §7).
+
+        They are part of :attr:`event_count` and were yielded by :meth:`rows`, but their
+        bytes lie in the crash tail, at and after :attr:`committed_size`; always 0 for raw.
+        """
+        return self._recovered_events
+
+    @property
     def stat(self) -> os.stat_result | None:
         """``fstat`` of the file taken when the last scan opened it."""
         return self._stat
@@ -268,6 +289,8 @@ class LogScanner:
         try:
             if self._file_size == 0:
                 return None
+            if self._detect_zstd(fd):
+                return self._read_zstd_header()
             parts: list[bytes] = []
             remaining = min(self._file_size, MAX_HEADER_BYTES + 1)
             step = min(self._chunk_size, 64 * 1024)
@@ -318,7 +341,10 @@ class LogScanner:
             if self._file_size == 0:
                 self._finished = True
                 return
-            yield from self._scan(fd)
+            if self._detect_zstd(fd):
+                yield from self._scan_zstd(fd)
+            else:
+                yield from self._scan(fd)
         finally:
             os.close(fd)
 
@@ -444,9 +470,9 @@ class LogScanner:
         else:
             tail.append(b"".join(pending))
 
-    def _scan(self, fd: int) -> Iterator[ScannedRow]:
+    def _scan(self, fd: int, frames: _ZstdFrames | None = None) -> Iterator[ScannedRow]:
         tail: list[bytes] = []
-        batches = self._batches(fd, tail)
+        batches = self._batches(fd, tail) if frames is None else frames.batches(tail)
         first_batch = next(batches, None)
         if first_batch is None:
             header = self._read_header_line(tail[0])
@@ -550,12 +576,21 @@ class LogScanner:
                 self._findings.append(crlf)
             else:
                 self._findings[crlf_slot] = crlf
+        if defect is not None and frames is not None:
+            # A zstd frame is all or nothing: no look-ahead, the frame decides (§7).
+            frames.line_defect(defect, batches)
+            self._finished = True
+            return
         if defect is not None:
             self._refuse_below_watermark(defect)
             later = chain(rest, chain.from_iterable(parts for parts, _ in batches))
             self._look_for_commit(
                 later, defect, line_no, defect.offset + defect_size, defect_nul, version
             )
+        if frames is not None:
+            frames.finish(None)
+            self._finished = True
+            return
         fragment = tail[0] if first_batch is not None else b""
         if defect is None and fragment:
             zeros = fragment.nul if type(fragment) is _Elided else b"\0" in fragment
@@ -589,6 +624,43 @@ class LogScanner:
                 )
             )
         self._finished = True
+
+    # -- zstd -------------------------------------------------------------------------
+
+    def _detect_zstd(self, fd: int) -> bool:
+        """Whether the log is zstd-encoded: named ``*.zstd`` or starting with the magic."""
+        self._encoding = (
+            "zstd" if self.path.endswith(".zstd") or self._pread(fd, 4, 0) == MAGIC else "raw"
+        )
+        return self._encoding == "zstd"
+
+    def _read_zstd_header(self) -> HeaderInfo:
+        """Decode only frame 0 of a zstd log, the header line."""
+        from .zstd_codec import ZstdLogReader
+
+        first = None
+        for frame in ZstdLogReader(self.path).frames():
+            first = frame
+            break  # the generator (and its file) is closed as the loop drops it
+        if first is None or not first.lines:
+            raise NotASessionError(self.path, "the first zstd frame holds no complete header line")
+        if len(first.lines[0]) > MAX_HEADER_BYTES:
+            raise NotASessionError(
+                self.path, f"the first line is longer than {MAX_HEADER_BYTES} bytes: no header"
+            )
+        self._header = self._read_header_line(first.lines[0] + b"\n")
+        self._findings.extend(self._header.findings)
+        return self._header
+
+    def _scan_zstd(self, fd: int) -> Iterator[ScannedRow]:
+        """The line scan over a zstd log's decoded frames; row offsets are frame offsets."""
+        frames = _ZstdFrames(self)
+        for row in self._scan(fd, frames):
+            frame = frames.current
+            assert frame is not None
+            if frame.torn:
+                self._recovered_events += row.seq_count
+            yield row._replace(offset=frame.offset)
 
     def _check_watermark(self, first_line: bytes) -> None:
         """Adopt the watermark read before the open if it names this log; refuse a log
@@ -708,6 +780,111 @@ class LogScanner:
                 seq=defect.seq,
                 rule=defect.rule,
             )
+
+
+class _ZstdFrames:
+    """Feed a zstd log's frames to :meth:`LogScanner._scan` as batches of lines and map
+    what the line scan finds back to file offsets (docs/format.md §7).
+
+    A complete frame carries a checksum-verified copy of what its writer wrote, so a
+    line defect inside it is committed corruption at the frame's offset, with no
+    look-ahead; in the torn final frame it ends the recovered lines there. The crash
+    tail (a torn frame or zero fill) always starts at a frame boundary.
+    """
+
+    def __init__(self, scanner: LogScanner) -> None:
+        from .zstd_codec import ZstdLogReader
+
+        self.scanner = scanner
+        self.reader = ZstdLogReader(scanner.path)
+        self.current: FramePlaintext | None = None
+        self.first_line = 1  # line number of the current frame's first line
+        self.lines = 0  # lines decoded so far
+
+    def batches(self, tail: list[bytes]) -> Iterator[tuple[list[bytes], bool]]:
+        tail.append(b"")  # frames hold whole lines: there is never a fragment
+        for frame in self.reader.frames():
+            if frame.frame == 0 and not frame.lines:
+                return  # a torn header frame: no header line, as in an empty raw log
+            self.current = frame
+            self.first_line = self.lines + 1
+            self.lines += len(frame.lines)
+            yield frame.lines, True
+
+    def line_defect(self, defect: _Defect, rest: Iterator[tuple[list[bytes], bool]]) -> None:
+        """Refuse a defect in a complete frame; end the recovered lines at one in the torn
+        frame (which is the last frame, so ``rest`` holds nothing more to decode)."""
+        frame = self.current
+        assert frame is not None
+        if not frame.torn:
+            raise CorruptLogError(
+                self.scanner.path,
+                f"{defect.message} [{defect.rule}], inside the complete frame {frame.frame} "
+                f"at byte {frame.offset}: its checksum shows the writer wrote these bytes, so "
+                "they are committed, not a crash tail",
+                line=defect.line,
+                offset=frame.offset,
+                seq=defect.seq,
+                rule=defect.rule,
+            )
+        for _ in rest:
+            pass
+        self.finish(defect)
+
+    def finish(self, defect: _Defect | None) -> None:
+        """Set the scanner's summary from the reader's outcome, in file offsets."""
+        scanner = self.scanner
+        outcome = self.reader.outcome
+        assert outcome is not None
+        scanner._file_size = outcome.file_size
+        offset = outcome.tail_offset
+        if offset is None:
+            scanner._committed_size = outcome.file_size
+            scanner._refuse_lost_bytes()
+            return
+        scanner._committed_size = offset
+        durable = scanner._durable_size
+        if durable is not None and offset < durable:
+            raise CorruptLogError(
+                scanner.path,
+                f"the zstd frames end at byte {offset} in a {outcome.tail_kind} tail, below "
+                f"byte {durable}, which their writer saw fsynced: acknowledged frames are "
+                "damaged",
+                offset=offset,
+                rule="durable-size",
+            )
+        scanner._refuse_lost_bytes()
+        rule = outcome.tail_kind or "torn-frame"
+        recovered = scanner._recovered_events
+        if rule == "zero-fill":
+            reason = "only zero bytes follow the last complete frame"
+        else:
+            reason = (
+                "the last zstd frame is cut off by the end of the file; "
+                f"{recovered} event(s) decoded from its complete lines"
+            )
+            if defect is not None:
+                reason += f", up to {defect.message} [{defect.rule}] at line {defect.line}"
+        current = self.current
+        line = self.first_line if current is not None and current.torn else self.lines + 1
+        scanner._torn = TornTail(
+            offset=offset,
+            length=outcome.file_size - offset,
+            line=line,
+            reason=reason,
+            seq=scanner._event_count,
+            rule=rule,
+        )
+        scanner._findings.append(
+            Finding(
+                "torn-tail",
+                f"crash tail of {outcome.file_size - offset} byte(s) from byte {offset}: "
+                f"{reason} [{rule}]",
+                line,
+                offset,
+                scanner._event_count,
+            )
+        )
 
 
 def _kind_of(mode: int) -> str:

@@ -28,7 +28,9 @@ import stat
 import zlib
 from typing import NamedTuple
 
+from ..errors import DshStoreError
 from .layout import DURABLE_SUFFIX, FILE_MODE
+from .zstd_frames import MAGIC
 
 __all__ = [
     "DurableMark",
@@ -128,6 +130,8 @@ def _read_head_crc(log: str, identity: tuple[int, int]) -> int | None:
         info = os.fstat(fd)
         if (info.st_dev, info.st_ino) != identity:
             return None
+        if os.pread(fd, 4, 0) == MAGIC:  # a zstd log: the line is frame 0's plaintext
+            return _zstd_head_crc(log)
         parts: list[bytes] = []
         read = 0
         while read < _HEADER_READ_MAX:
@@ -145,6 +149,18 @@ def _read_head_crc(log: str, identity: tuple[int, int]) -> int | None:
         return None
     finally:
         os.close(fd)
+
+
+def _zstd_head_crc(log: str) -> int | None:
+    """CRC of the header line a zstd log's first frame holds, or None."""
+    from .zstd_codec import ZstdLogReader
+
+    try:
+        for frame in ZstdLogReader(log, strict=False).frames():
+            return header_crc(frame.lines[0] + b"\n") if frame.lines else None
+    except DshStoreError:
+        return None
+    return None
 
 
 class DurableMark:

@@ -40,6 +40,7 @@ __all__ = [
     "FrameSpan",
     "TornFrame",
     "ZeroFill",
+    "is_zstd_log",
     "open_log",
 ]
 
@@ -228,6 +229,20 @@ class FrameScanner:
             )
         else:
             self.defect = FrameDefect(offset, bad.at, bad.rule, bad.detail)
+
+
+def is_zstd_log(path: str | os.PathLike[str], fd: int | None = None) -> bool:
+    """Whether a log is zstd-encoded: its name ends in ``.zstd`` or it starts with
+    :data:`MAGIC` (read through ``fd`` when given; a file that cannot be read is not)."""
+    if os.fspath(path).endswith(".zstd"):
+        return True
+    try:
+        if fd is not None:
+            return os.pread(fd, 4, 0) == MAGIC
+        with open(path, "rb") as log:
+            return log.read(4) == MAGIC
+    except OSError:
+        return False
 
 
 def open_log(path: str) -> int:

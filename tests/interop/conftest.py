@@ -44,9 +44,15 @@ class Written:
     sessions: tuple[str, ...]
     lenient_only: frozenset[str]
     """Sessions dsh-store refuses by default and migrates with ``lenient=True``."""
+    compression: str = "none"
+    """The upstream backend's ``compression`` option: ``none`` or ``zstd``."""
+
+    @property
+    def log_name(self) -> str:
+        return "session.jsonl.zstd" if self.compression == "zstd" else "session.jsonl"
 
     def log(self, session: str) -> Path:
-        matches = list(self.root.glob(f"*/{session}/session.jsonl"))
+        matches = list(self.root.glob(f"*/{session}/{self.log_name}"))
         assert len(matches) == 1, (session, matches)
         return matches[0]
 
@@ -54,8 +60,10 @@ class Written:
 OPEN_STOPS = ("not-started", "outcome-unknown", "mid-stream", "step-open", "turn-open")
 
 
-def _write(upstream: Upstream, root: Path, packed: bool, rng: random.Random) -> Written:
-    base = {"op": "write", "root": str(root), "compression": "none", "packChunks": packed}
+def _write(
+    upstream: Upstream, root: Path, packed: bool, rng: random.Random, compression: str = "none"
+) -> Written:
+    base = {"op": "write", "root": str(root), "compression": compression, "packChunks": packed}
     first = Script(rng)
     sessions: list[str] = []
     lenient: set[str] = set()
@@ -99,7 +107,7 @@ def _write(upstream: Upstream, root: Path, packed: bool, rng: random.Random) -> 
     sessions.append("forked-mid")
     second.turn(resumed, 3, stop="mid-stream")
     run_driver(upstream, {**base, "clock": CLOCK + 10_000_000, "actions": second.actions})
-    return Written(root, packed, tuple(sessions), frozenset(lenient))
+    return Written(root, packed, tuple(sessions), frozenset(lenient), compression)
 
 
 @pytest.fixture(scope="session")
@@ -115,6 +123,19 @@ def written(
     yield stores
 
 
+@pytest.fixture(scope="session")
+def written_zstd(
+    upstream: Upstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[bool, Written]]:
+    """The same two roots, written by the upstream backend in its default zstd encoding."""
+    stores = {}
+    for packed in (True, False):
+        rng = random.Random(f"{SEED}-write-{packed}")
+        root = tmp_path_factory.mktemp(f"upstream-zstd-{'packed' if packed else 'unpacked'}")
+        stores[packed] = _write(upstream, root / "store", packed, rng, "zstd")
+    yield stores
+
+
 def copy_root(written: Written, target: Path) -> Path:
     """A copy of a written root (for operations that mutate it)."""
     shutil.copytree(written.root, target, symlinks=True)
@@ -122,10 +143,20 @@ def copy_root(written: Written, target: Path) -> Path:
 
 
 def inspect_all(
-    upstream: Upstream, root: Path, sessions: tuple[str, ...], mode: str = "inspect"
+    upstream: Upstream,
+    root: Path,
+    sessions: tuple[str, ...],
+    mode: str = "inspect",
+    compression: str = "none",
 ) -> dict[str, Any]:
     """The upstream backend's report per session of ``root``."""
-    command = {"op": "inspect", "root": str(root), "ids": list(sessions), "mode": mode}
+    command = {
+        "op": "inspect",
+        "root": str(root),
+        "ids": list(sessions),
+        "mode": mode,
+        "compression": compression,
+    }
     results: dict[str, Any] = run_driver(upstream, command)["results"]
     return results
 

@@ -15,6 +15,12 @@
 //   sweep   for each byte offset: write that prefix of "source" as the transcript of "id"
 //           and report the backend's inspect verdict on it (one backend, one root).
 //   list    the backend's list().
+//   time-load  the backend's own load(id) of each id, timed (wall ms per load, and the
+//           process's peak RSS afterwards), for the peer benchmark.
+//
+// The write action "chunks" appends one assistant/chunk per entry of "chunks" (all of the
+// same turn and step) and flushes after the entries listed in "flushAfter": a whole
+// streamed block in one action, so a benchmark log of a million chunks stays a small command.
 //
 // Every result is one JSON line on stdout: {"ok": true, ...} or, for a command that
 // failed as a whole, {"ok": false, "error": {...}}. A refused session inside inspect/sweep
@@ -122,6 +128,15 @@ async function write(command) {
         track(action.id, event);
         break;
       }
+      case 'chunks': {
+        const session = live.get(action.id);
+        const flushAfter = new Set(action.flushAfter ?? []);
+        for (const [index, chunk] of action.chunks.entries()) {
+          track(action.id, session.append('assistant/chunk', { turn: action.turn, step: action.step, chunk }));
+          if (flushAfter.has(index)) await ctx.sessions.flush(session);
+        }
+        break;
+      }
       case 'store-append': {
         // Straight through the backend's append() (a cold id: it adopts the stored log),
         // for events a live Session cannot produce, such as an ignorable plugin event.
@@ -213,10 +228,24 @@ async function list(command) {
   await ctx.fiber.dispose();
 }
 
+async function timeLoad(command) {
+  const ctx = await backend(command);
+  const loads = [];
+  for (const id of command.ids) {
+    const start = process.hrtime.bigint();
+    const view = await ctx.sessionPersistence.load(id);
+    const ms = Number(process.hrtime.bigint() - start) / 1e6;
+    loads.push({ id, ms, events: view.events.length });
+  }
+  const peakRssKiB = process.resourceUsage().maxRSS;
+  await ctx.fiber.dispose();
+  say({ ok: true, loads, peakRssKiB });
+}
+
 const chunks = [];
 for await (const chunk of process.stdin) chunks.push(chunk);
 const command = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-const ops = { write, inspect, sweep, list };
+const ops = { write, inspect, sweep, list, 'time-load': timeLoad };
 try {
   if (!(command.op in ops)) throw new Error(`unknown op ${JSON.stringify(command.op)}`);
   await ops[command.op](command);

@@ -32,7 +32,7 @@ LAYOUTS = [pytest.param(True, id="packed"), pytest.param(False, id="unpacked")]
 def _pairs(
     upstream: Upstream, store: Written, *, lenient: bool
 ) -> list[tuple[str, Verdict, Verdict]]:
-    reports = inspect_all(upstream, store.root, store.sessions)
+    reports = inspect_all(upstream, store.root, store.sessions, compression=store.compression)
     return [
         (session, theirs(reports[session]), ours(store.log(session), lenient=lenient))
         for session in store.sessions
@@ -134,8 +134,8 @@ def _repaired(
     """Upstream ``load`` of a copy of ``store`` (which commits every repair), then both
     verdicts on the repaired logs."""
     root = copy_root(store, scratch / "repaired")
-    repaired = Written(root, store.packed, store.sessions, store.lenient_only)
-    loads = inspect_all(upstream, root, store.sessions, mode="load")
+    repaired = Written(root, store.packed, store.sessions, store.lenient_only, store.compression)
+    loads = inspect_all(upstream, root, store.sessions, mode="load", compression=store.compression)
     pairs = []
     for session in store.sessions:
         upstream_verdict = theirs(loads[session])
@@ -150,7 +150,8 @@ def test_list_agrees(upstream: Upstream, written: dict[bool, Written], packed: b
     """``list`` gives the same sessions with the same header facts (format-0
     ``seedLength`` is v4 ``isSeeded``)."""
     store = written[packed]
-    listed = run_driver(upstream, {"op": "list", "root": str(store.root)})
+    command = {"op": "list", "root": str(store.root), "compression": store.compression}
+    listed = run_driver(upstream, command)
     assert "error" not in listed
     theirs_listed = sorted(
         (
