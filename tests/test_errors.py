@@ -87,6 +87,9 @@ FACT_VALUES: dict[str, object] = {
     "pid": 4101,
     "logs": ["/root/a/abc/session.v4.jsonl", "/root/b/abc/session.v4.jsonl"],
     "stop": Finding("unparsable-line", "not JSON", 2, 120),
+    "url": "postgresql://dsh@127.0.0.1:5432/agents",
+    "found": 2,
+    "sqlstate": "57P01",
 }
 # Where one class takes a parameter of the same name in another shape.
 CLASS_FACT_VALUES: dict[str, dict[str, object]] = {
