@@ -27,12 +27,13 @@ V0 logs lack ``delegationDepth`` and whether that is acceptable is a model/migra
 from __future__ import annotations
 
 import re
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import orjson
 
 from ..errors import CorruptLogError, NotASessionError, UnsupportedVersionError
 from ..jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, duplicate_key
+from ..records import Finding, HeaderInfo
 
 __all__ = [
     "BOM",
@@ -108,36 +109,6 @@ def unparsable_reason(raw: bytes) -> str:
                 )
         return "line holds a number beyond the range of a double (it would read as infinity)"
     return "line is not valid JSON"
-
-
-class Finding(NamedTuple):
-    """One problem a reader noticed: a stable rule name, a message and where it is.
-
-    ``line`` is the 1-based physical line, ``offset`` the byte offset of that line's start,
-    ``seq`` the logical seq involved (the expected one for sequence defects); each is None
-    when it does not apply.
-    """
-
-    rule: str
-    message: str
-    line: int | None = None
-    offset: int | None = None
-    seq: int | None = None
-
-
-class HeaderInfo(NamedTuple):
-    """The decoded first line of a session log.
-
-    ``value`` is the parsed header object, ``raw`` its bytes without BOM and line ending,
-    ``size`` the number of bytes the physical line occupies (BOM and newline included),
-    ``findings`` the shape problems and framing oddities noticed on it.
-    """
-
-    version: int
-    value: dict[str, Any]
-    raw: bytes
-    size: int
-    findings: list[Finding]
 
 
 def read_header_line(line: bytes, *, path: str) -> HeaderInfo:

@@ -28,17 +28,16 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import orjson
 
 from ..errors import CorruptLogError, DshStoreError, NotASessionError, UnsupportedVersionError
 from ..jsonvalue import duplicate_key
+from ..records import Finding, HeaderInfo, ScannedRow, TornTail
 from .rows import (
     CURRENT_VERSION,
     PACKED_ROW_TYPES,
-    Finding,
-    HeaderInfo,
     framing_findings,
     packed_row_count,
     read_header_line,
@@ -98,38 +97,6 @@ def _elided(size: int, *, nul: bool = True) -> _Elided:
 def _size(raw: bytes) -> int:
     """Length of a line as it is in the file (an elided line's real length)."""
     return raw.size if type(raw) is _Elided else len(raw)
-
-
-class ScannedRow(NamedTuple):
-    """One accepted row of the committed prefix.
-
-    ``line`` is the 1-based physical line, ``offset`` the byte offset of the line start,
-    ``raw`` the line bytes without the line ending, ``value`` the decoded object,
-    ``first_seq``/``seq_count`` the logical seqs it covers (``seq_count`` > 1 only for a
-    V0/V1 packed chunk row, which is passed through unexpanded).
-    """
-
-    line: int
-    offset: int
-    raw: bytes
-    value: dict[str, Any]
-    first_seq: int
-    seq_count: int
-
-
-class TornTail(NamedTuple):
-    """The crash tail: bytes ``[offset, offset + length)`` that are not part of the log.
-
-    ``line`` is the physical line where it starts, ``seq`` the seq the next row should have
-    carried, ``rule`` the defect that starts it and ``reason`` a readable description.
-    """
-
-    offset: int
-    length: int
-    line: int
-    reason: str
-    seq: int
-    rule: str
 
 
 class _Defect(NamedTuple):
