@@ -84,7 +84,6 @@ MUTATIONS: dict[str, Callable[[bytes], bytes]] = {
     "blank-line-at-end": lambda data: data + b"\n",
     "blank-line-inside": _blank_line_inside,
     "indented-row": _indented_row,
-    "duplicate-key": _duplicate_key,
     "unknown-required-event-at-end": _after_last(
         lambda seq, time: [{"type": "plugin-notes/marker", "seq": seq, "time": time, "data": {}}]
     ),
@@ -139,6 +138,23 @@ def test_damaged_logs_get_the_same_verdict(
     upstream_verdict = theirs(inspect_all(upstream, root, (SESSION,))[SESSION])
     our_verdict = ours(log, messages=False)
     assert our_verdict.structure == upstream_verdict.structure, f"{name} of {log} (seed {SEED})"
+
+
+def test_a_repeated_key_is_refused_where_upstream_keeps_the_last_value(
+    upstream: Upstream, written: dict[bool, Written], tmp_path: Path
+) -> None:
+    """A deliberate departure: readers that keep the first and the last value disagree on
+    such a line, so dsh-store refuses it (rule ``duplicate-key``); upstream's parser keeps
+    the last value and accepts the log."""
+    source = written[True].log(SESSION)
+    root = tmp_path / "store"
+    log = root / source.parent.parent.name / SESSION / "session.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(_duplicate_key(source.read_bytes()))
+    assert theirs(inspect_all(upstream, root, (SESSION,))[SESSION]).accepted, f"seed {SEED}"
+    our_verdict = ours(log, messages=False)
+    assert not our_verdict.accepted and our_verdict.error is not None
+    assert "twice in one object" in our_verdict.error, our_verdict.error
 
 
 def _header_of(written: Written, session_id: str, **changes: object) -> bytes:

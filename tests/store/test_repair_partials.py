@@ -154,4 +154,8 @@ def test_a_repair_whose_tail_copy_fails_leaves_no_partial(tmp_path: Path) -> Non
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stdout.split()[0] == "27"  # EFBIG
     assert log.read_bytes() == before  # nothing cut
-    assert sorted(p.name for p in log.parent.iterdir()) == ["session.lock", "session.v4.jsonl"]
+    assert sorted(p.name for p in log.parent.iterdir()) == [
+        "session.lock",
+        "session.v4.jsonl",
+        "session.v4.jsonl.durable",
+    ]
