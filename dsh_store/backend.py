@@ -34,6 +34,7 @@ import abc
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from .errors import NotASessionError, UnsupportedVersionError
 from .model import SessionEvent
 from .records import Finding, HeaderInfo, ScannedRow, TornTail
 
@@ -72,6 +73,11 @@ class StoredLogReader(Protocol):
     :class:`~dsh_store.errors.CorruptLogError` from the iteration. The attributes are
     final once the rows are exhausted.
     """
+
+    @property
+    def header(self) -> HeaderInfo | None:
+        """The header :meth:`read_header` (or the rows) last decoded, None before."""
+        ...
 
     @property
     def empty(self) -> bool:
@@ -115,6 +121,10 @@ class StoredLogReader(Protocol):
         """The committed rows after the header, in seq order."""
         ...
 
+    def reopen(self) -> StoredLogReader:
+        """A fresh reader of the same log (to locate a row after a refusal)."""
+        ...
+
 
 class Appender(Protocol):
     """The append handle of one log, held by its single writer.
@@ -136,6 +146,11 @@ class Appender(Protocol):
     @property
     def next_seq(self) -> int:
         """The seq the next batch must start at."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
         ...
 
     def append(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
@@ -234,12 +249,26 @@ class StorageBackend(abc.ABC):
         """
 
     @abc.abstractmethod
-    def list_headers(self) -> list[HeaderEntry]:
-        """The header of every stored log, in the backend's walk order.
+    def locations(self) -> Iterator[Path]:
+        """The location of every stored log, in the backend's walk order (no reads)."""
 
-        Reads headers only. A log whose header cannot be read (unreadable, not a
-        session, a newer version) is left out; verify reports such logs.
+    def list_headers(self) -> list[HeaderEntry]:
+        """The header of every stored log, in walk order, reading headers only.
+
+        A log whose header cannot be read (unreadable, not a session, a newer version)
+        is left out; verify reports such logs.
         """
+        entries: list[HeaderEntry] = []
+        for location in self.locations():
+            try:
+                reader = self.read(location)
+                info = reader.read_header()
+            except (NotASessionError, UnsupportedVersionError, OSError):
+                continue
+            revision = reader.revision
+            if info is not None and revision is not None:
+                entries.append(HeaderEntry(location, info, revision))
+        return entries
 
     def is_empty(self, location: Path) -> bool:
         """True when a log exists at ``location`` but holds no byte (no header)."""

@@ -16,9 +16,9 @@ from types import TracebackType
 from typing import Any
 
 from ._typed_append import typed_append
+from .backend import Appender, StorageBackend, WriterLock
 from .errors import EventValidationError, ForkedSessionError, WriterBrokenError
-from .jsonl.files import LogWriter, make_dirs, materialize, storage_errors
-from .jsonl.lock import SessionLock
+from .jsonl.files import storage_errors
 from .jsonl.writebehind import AsyncWriteBehind, ThreadWriteBehind
 from .model import EventInput, Session, SessionEvent
 
@@ -26,7 +26,7 @@ __all__ = ["AsyncLiveSession", "AsyncOpening", "LiveSession"]
 
 
 class _Handle:
-    """The shared core of the sync and async live sessions: model, lock, file writer."""
+    """The shared core of the sync and async live sessions: model, lock, appender."""
 
     def __init__(
         self,
@@ -34,14 +34,14 @@ class _Handle:
         session: Session,
         path: Path,
         *,
-        lock: SessionLock | None,
-        writer: LogWriter | None,
+        backend: StorageBackend,
+        lock: WriterLock | None = None,
+        writer: Appender | None = None,
         written: int = 0,
-        root: Path,
     ) -> None:
         self.session = session
         self.path = path
-        self.root = root  # the store root: names from it down to the log are made durable
+        self.backend = backend  # where the log is stored
         self.lock = lock
         self.writer = writer
         self.written = written  # events already durable when the handle was made
@@ -86,16 +86,13 @@ class _Handle:
                     path=str(self.path),
                 )
             with storage_errors("creating the session's log", self.path):
-                # A killed earlier attempt may have made some of these directories without
-                # fsyncing their parents: make every name from the root down durable.
-                make_dirs(self.path.parent, durable_below=self.root)
-                lock = SessionLock(self.path.parent, self.session.id)
+                lock = self.backend.lock(self.path, self.session.id, create=True)
                 lock.acquire()
                 try:
-                    self.writer = materialize(
+                    self.writer = self.backend.publish_first(
                         self.path,
                         self.session.header.encode(),
-                        list(lines),
+                        lines,
                         session_id=self.session.id,
                     )
                 except BaseException:

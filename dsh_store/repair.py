@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .backend import RepairRequest, StorageBackend
 from .errors import (
     ConcurrentModificationError,
     NeedsMigrationError,
@@ -28,17 +29,23 @@ from .errors import (
 )
 from .inspection import Inspection
 from .jsonl import layout
-from .jsonl.files import LogWriter, fsync_dir
+from .jsonl.backend import JsonlBackend
+from .jsonl.files import fsync_dir
 from .jsonl.lock import SessionLock
-from .jsonl.repair import commit_truncation, sidecar_path
-from .model import SESSION_FORMAT_VERSION, SessionEvent, interrupted_closers
+from .jsonl.repair import sidecar_path
+from .model import SESSION_FORMAT_VERSION
 from .restore import read_log
 from .verify import TEMP_GRACE_S, LeftoverTemp, leftover_temps
 
-__all__ = ["TEMP_GRACE_S", "RepairPlan", "commit_repair", "delete_orphan_temps", "repair_file"]
-
-# The event types a closer batch is made of (dsh_store.model.interrupted_closers).
-_CLOSER_TYPES = frozenset({"tool/result", "step/end", "turn/end"})
+__all__ = [
+    "TEMP_GRACE_S",
+    "RepairPlan",
+    "commit_repair",
+    "commit_repair_with",
+    "delete_orphan_temps",
+    "repair_file",
+    "repair_request",
+]
 
 
 def commit_repair(inspection: Inspection) -> Inspection:
@@ -49,89 +56,33 @@ def commit_repair(inspection: Inspection) -> Inspection:
     it again after a crash at any point converges to the same log; on a balanced log it
     writes nothing. The caller must hold the session lock (or own the file).
     """
+    backend = JsonlBackend(inspection.path.parent)
+    return commit_repair_with(backend, inspection, lambda: read_log(inspection.path))
+
+
+def commit_repair_with(
+    backend: StorageBackend, inspection: Inspection, reread: Callable[[], Inspection]
+) -> Inspection:
+    """:func:`commit_repair` through ``backend``; ``reread`` reads the repaired log back."""
     if not inspection.needs_repair:
         return inspection
     if inspection.source_version != SESSION_FORMAT_VERSION:
         raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
-    if inspection.torn is not None:
-        # An earlier repair's unfinished closer write is completed, not cut to a sidecar.
-        if _finish_interrupted_closers(inspection):
-            return read_log(inspection.path)
-        commit_truncation(
-            inspection.path, inspection.committed_size, expected_size=inspection.file_size
-        )
-    if inspection.closers:
-        first = inspection.closers[0].seq
-        with LogWriter.open(
-            inspection.path, expected_size=inspection.committed_size, next_seq=first
-        ) as writer:
-            writer.append(
-                [event.line for event in inspection.closers],
-                first,
-                first + len(inspection.closers) - 1,
-            )
-    return read_log(inspection.path)
+    backend.commit_repair(inspection.path, repair_request(inspection))
+    return reread()
 
 
-def _interrupted_closers_written(inspection: Inspection) -> int | None:
-    """How many bytes of its closer batch an earlier, interrupted repair wrote; else None.
-
-    The closers depend only on the committed prefix, so the repair's unfinished write is
-    a torn tail that is a byte prefix of them. A byte prefix alone proves nothing (``{``
-    starts every line), so there must also be evidence that a repair was writing here:
-    either its sidecar at this offset (it cut a tail here, then began the closers) or
-    whole lines of its batch already committed (the prefix ends with the first lines of
-    the closers computed without them). Completing the batch then gives exactly the bytes
-    an uninterrupted repair writes and removes no byte, so no sidecar of our own bytes is
-    made. Without evidence the tail is cut to a sidecar like any other.
-    """
-    torn = inspection.torn
-    if torn is None or not inspection.closers or torn.offset != inspection.committed_size:
-        return None
-    closer_bytes = b"".join(event.line for event in inspection.closers)
-    if torn.length >= len(closer_bytes):  # not a proper prefix: never read a huge tail
-        return None
-    with open(inspection.path, "rb") as log:
-        log.seek(torn.offset)
-        tail = log.read(torn.length + 1)
-    if len(tail) != torn.length or not closer_bytes.startswith(tail):
-        return None
-    evidence = sidecar_path(inspection.path, torn.offset).exists() or _ends_with_closer_lines(
-        inspection.events
+def repair_request(inspection: Inspection) -> RepairRequest:
+    """What a repair of ``inspection`` asks its backend to make durable."""
+    return RepairRequest(
+        session_id=inspection.header.id,
+        events=inspection.events,
+        closers=inspection.closers,
+        committed_size=inspection.committed_size,
+        stored_size=inspection.file_size
+        if inspection.torn is not None
+        else inspection.committed_size,
     )
-    return len(tail) if evidence else None
-
-
-def _ends_with_closer_lines(events: Sequence[SessionEvent]) -> bool:
-    """Whether the log ends with the first lines of the closer batch of an earlier prefix."""
-    for count in range(1, len(events)):
-        if events[-count].type not in _CLOSER_TYPES:
-            return False
-        head = interrupted_closers(events[:-count])[:count]
-        if [event.line for event in head] == [event.line for event in events[-count:]]:
-            return True
-    return False
-
-
-def _finish_interrupted_closers(inspection: Inspection) -> bool:
-    """Complete a closer batch that an earlier repair left half written; True if done."""
-    written = _interrupted_closers_written(inspection)
-    if written is None:
-        return False
-    closer_bytes = b"".join(event.line for event in inspection.closers)
-    # The writer only joins the pieces; one piece per seq keeps its count check meaningful.
-    pieces: list[bytes] = []
-    position = written
-    for _ in inspection.closers:
-        end = closer_bytes.index(b"\n", position) + 1
-        pieces.append(closer_bytes[position:end])
-        position = end
-    first = inspection.closers[0].seq
-    with LogWriter.open(
-        inspection.path, expected_size=inspection.file_size, next_seq=first
-    ) as writer:
-        writer.append(pieces, first, first + len(pieces) - 1)
-    return True
 
 
 @dataclass(frozen=True)
@@ -223,7 +174,8 @@ def repair_file(
     if inspection.source_version != SESSION_FORMAT_VERSION and inspection.needs_repair:
         raise NeedsMigrationError(str(log), inspection.source_version, "repair")
     # A half-written closer batch of an earlier repair is completed, not cut (no sidecar).
-    torn = None if _interrupted_closers_written(inspection) is not None else inspection.torn
+    preview = JsonlBackend(log.parent).commit_repair(log, repair_request(inspection), dry_run=True)
+    torn = None if preview.completed_bytes else inspection.torn
     stale, fresh = _split_by_age(leftover_temps([str(log)]).get(str(log), ()), temp_grace_s)
     plan = RepairPlan(
         path=log,

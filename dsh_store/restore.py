@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from . import _lazy_module_getattr
@@ -27,6 +27,7 @@ from .errors import (
 )
 from .jsonl.rows import Finding
 from .jsonl.scan import LogScanner, ScannedRow, TornTail, header_version
+from .jsonl.scan import revision_of as revision_of  # re-exported: restore.revision_of
 from .model import (
     SESSION_FORMAT_VERSION,
     Session,
@@ -36,6 +37,7 @@ from .model import (
 from .model.stream_check import StreamCheck
 
 if TYPE_CHECKING:
+    from .backend import StoredLogReader
     from .inspection import Inspection
     from .migrate import Locate
 
@@ -112,11 +114,6 @@ def finding_json(finding: Finding) -> dict[str, Any]:
     }
 
 
-def revision_of(stat: os.stat_result) -> str:
-    """A token that changes whenever the file changes: ``dev:ino:size:mtime_ns:ctime_ns``."""
-    return f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
-
-
 def read_log(
     path: str | os.PathLike[str],
     *,
@@ -135,6 +132,39 @@ def read_log(
         committed v4 event that breaks a model rule.
     :raises MigrationRefusedError: an older log that cannot be upgraded faithfully.
     """
+    return read_stored(LogScanner(path), path, child_headers=child_headers, lenient=lenient)
+
+
+def read_stored(
+    reader: StoredLogReader,
+    path: str | os.PathLike[str],
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    lenient: bool = False,
+) -> Inspection:
+    """:func:`read_log` over any backend's ``reader`` of the log at ``path``.
+
+    The reader is read once: a header it already read is not read again.
+    """
+    return restore_stored(reader, path, child_headers=child_headers, lenient=lenient)[0]
+
+
+def restore_stored(
+    reader: StoredLogReader,
+    path: str | os.PathLike[str],
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    lenient: bool = False,
+    resume: bool = False,
+    clock: Callable[[], int] | None = None,
+) -> tuple[Inspection, Session]:
+    """:func:`read_stored`, and the validated :class:`Session` it built.
+
+    With ``resume`` the session is the one a writer continues: the closers are validated
+    into it right after the committed events, then the ``session/end-seed`` marker is
+    added (``clock`` stamps it and later appends). One read and one validation serve
+    the view, the repair and the resumed session alike.
+    """
     # Both kept off the verify cold start: a dataclass, and pathlib (with the urllib,
     # ipaddress and fnmatch modules it imports) for the Path in Inspection.path.
     from pathlib import Path
@@ -143,17 +173,26 @@ def read_log(
     from .model import interrupted_closers
 
     log = Path(path)
-    scanner, version, header, events, locate = _open_located(log, child_headers, lenient=lenient)
+    scanner, version, header, events, locate = _open_located(
+        log, child_headers, reader, lenient=lenient
+    )
+    committed: list[SessionEvent] = []
+    closing: list[SessionEvent] = []
+    if resume:
+        events = _then_closers(events, committed, closing)
     with source_located(log), corruption_first(log), _collector_paused():
         try:
-            session = Session.from_restore(header, events)
+            session = Session.from_restore(header, events, resume=resume, clock=clock)
         except EventValidationError as error:
-            raise _model_error(error, log, version, locate) from None
-    restored = tuple(session.events)
-    closers = tuple(interrupted_closers(restored))
-    stat = scanner.stat
-    assert stat is not None
-    return Inspection(
+            raise _model_error(error, log, version, locate, reader) from None
+    if resume:
+        restored, closers = tuple(committed), tuple(closing)
+    else:
+        restored = tuple(session.events)
+        closers = tuple(interrupted_closers(restored))
+    revision = scanner.revision
+    assert revision is not None
+    inspection = Inspection(
         path=log,
         header=header,
         events=restored,
@@ -164,36 +203,53 @@ def read_log(
         file_size=scanner.file_size,
         findings=_findings(scanner, version, balanced=not closers, event_count=len(restored)),
         classification=_classification_of(scanner.torn, not closers, version),
-        revision=revision_of(stat),
+        revision=revision,
     )
+    return inspection, session
+
+
+def _then_closers(
+    events: Iterable[SessionEvent], committed: list[SessionEvent], closers: list[SessionEvent]
+) -> Iterator[SessionEvent]:
+    """``events``, then the closers of the open turn they leave (collected on the way)."""
+    from .model import interrupted_closers
+
+    for event in events:
+        committed.append(event)
+        yield event
+    closers.extend(interrupted_closers(committed))
+    yield from closers
 
 
 def _open_events(
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
     scanner: LogScanner | None = None,
-) -> tuple[LogScanner, int, SessionHeader, Iterator[SessionEvent]]:
+) -> tuple[StoredLogReader, int, SessionHeader, Iterator[SessionEvent]]:
     """Read the header (version first) and return a lazy stream of v4 events.
 
     ``scanner`` (a new one on ``log`` when None) lets a caller read the findings it
     collected even when this, or the stream, raises.
     """
-    scanner, version, header, events, _ = _open_located(log, child_headers, scanner)
-    return scanner, version, header, events
+    reader, version, header, events, _ = _open_located(log, child_headers, scanner)
+    return reader, version, header, events
 
 
 def _open_located(
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
-    scanner: LogScanner | None = None,
+    scanner: StoredLogReader | None = None,
     *,
     lenient: bool = False,
-) -> tuple[LogScanner, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
+) -> tuple[StoredLogReader, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
     """:func:`_open_events`, plus the migration's locator of an upgraded log (upgraded
-    seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log."""
+    seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log.
+
+    A header ``scanner`` already read is used as read (the rows re-read its line anyway).
+    """
     if scanner is None:
         scanner = LogScanner(log)
-    info = scanner.read_header()
+    info = scanner.header if scanner.header is not None else scanner.read_header()
     if info is None:
         raise NotASessionError(os.fspath(log), "the file is empty (0 bytes)")
     rows = scanner.rows()
@@ -260,7 +316,7 @@ def source_located(log: str | os.PathLike[str]) -> Iterator[None]:
 
 
 def _findings(
-    scanner: LogScanner, version: int, *, balanced: bool, event_count: int
+    scanner: StoredLogReader, version: int, *, balanced: bool, event_count: int
 ) -> tuple[Finding, ...]:
     findings = list(scanner.findings)
     if not balanced:
@@ -339,6 +395,7 @@ def _model_error(
     log: str | os.PathLike[str],
     version: int,
     locate: Locate | None = None,
+    reader: StoredLogReader | None = None,
 ) -> DshStoreError:
     """A model rule broken by a committed event: corruption in a v4 log (located by line
     and byte offset), a refusal when the event came out of the migration chain.
@@ -367,7 +424,8 @@ def _model_error(
         )
     line = offset = None
     if error.seq is not None:
-        for row in LogScanner(log).rows():
+        # A fresh pass over the same log (of whichever backend) finds the event's row.
+        for row in (LogScanner(log) if reader is None else reader.reopen()).rows():
             if row.first_seq == error.seq:
                 line, offset = row.line, row.offset
                 break

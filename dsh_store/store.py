@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import os
-import stat
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .backend import HeaderEntry, StorageBackend
 from .binding import BINDING_RULE, binding_in, row_binding
 from .errors import (
     AmbiguousSessionError,
@@ -34,17 +35,14 @@ from .errors import (
     DshStoreError,
     EventValidationError,
     NeedsMigrationError,
-    NotASessionError,
     SessionExistsError,
     SessionNotFoundError,
-    UnsupportedVersionError,
 )
 from .inspection import Inspection
 from .jsonl import layout
-from .jsonl.files import LogWriter, fsync_chain, make_dirs, materialize, storage_errors
-from .jsonl.lock import SessionLock
+from .jsonl.backend import JsonlBackend, newest_generation
+from .jsonl.files import storage_errors
 from .jsonl.rows import HeaderInfo
-from .jsonl.scan import LogScanner
 from .jsonl.writebehind import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_BATCH_EVENTS,
@@ -59,8 +57,8 @@ from .model import (
     SessionHeader,
     build_fork_seed,
 )
-from .repair import RepairPlan, commit_repair, repair_file
-from .restore import read_log, revision_of
+from .repair import RepairPlan, commit_repair, commit_repair_with, repair_file, repair_request
+from .restore import restore_stored
 from .salvage import SalvagePlan, SalvageRefusedError, salvage_file
 
 __all__ = [
@@ -73,6 +71,7 @@ __all__ = [
     "RepairPlan",
     "SalvagePlan",
     "SalvageRefusedError",
+    "SessionStore",
     "commit_repair",
     "newest_generation",
     "repair_file",
@@ -86,10 +85,15 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class JsonlStore:
-    """A directory of session logs in DSH's raw-JSONL layout (DESIGN §4).
+class SessionStore:
+    """A durable session store over any :class:`~dsh_store.backend.StorageBackend`.
 
-    :param root: the store root; created on first write (0700), never required to exist.
+    Every use case of the store (inspect, load, read_from, list, new, open, append,
+    fork) reaches storage only through ``backend``. :class:`JsonlStore` is this store
+    over the JSONL backend, with the JSONL-only extras (older generations, the
+    directory walk, identity binding).
+
+    :param backend: where the logs are stored.
     :param window_s: the write-behind window (fixed, not reset by later events).
     :param max_batch_events: a batch starts early once this many events wait.
     :param max_batch_bytes: a batch starts early once this many bytes wait.
@@ -100,7 +104,7 @@ class JsonlStore:
 
     def __init__(
         self,
-        root: str | os.PathLike[str],
+        backend: StorageBackend,
         *,
         window_s: float = DEFAULT_WINDOW_S,
         max_batch_events: int | None = DEFAULT_MAX_BATCH_EVENTS,
@@ -108,9 +112,7 @@ class JsonlStore:
         max_pending_bytes: int | None = DEFAULT_MAX_PENDING_BYTES,
         clock: Clock | None = None,
     ) -> None:
-        self.root = Path(root).expanduser().absolute()
-        if self.root.exists() and not self.root.is_dir():
-            raise NotADirectoryError(f"store root {self.root} is not a directory")
+        self.backend = backend
         self._writer_options: dict[str, Any] = {
             "window_s": window_s,
             "max_batch_events": max_batch_events,
@@ -118,101 +120,57 @@ class JsonlStore:
             "max_pending_bytes": max_pending_bytes,
         }
         self._clock: Clock = clock or _wall_clock_ms
-        # Log path -> its revision right after this store's last append() to it.
+        # Log location -> its revision right after this store's last append() to it.
         self._appended: dict[str, str] = {}
+
+    # -- hooks a backend-specific store refines ---------------------------------------
+
+    @property
+    def _where(self) -> str:
+        """How messages name the store (the root of a JSONL store)."""
+        return self.backend.name
+
+    def _check_identity(self, inspection: Inspection, session_id: str) -> None:
+        """Refuse a log whose header names another session than the one looked up."""
+        _check_identity(inspection, session_id, None)
+
+    def _misfiled(self, entry: HeaderEntry) -> bool:
+        """Whether a listed log is filed where its header does not lead (left out)."""
+        return False
+
+    def _read(self, log: Path) -> Inspection:
+        return self._restore(log)[0]
+
+    def _restore(self, log: Path, *, resume: bool = False) -> tuple[Inspection, Session]:
+        """One read of the log: the view and its validated session (see restore_stored)."""
+        return restore_stored(self.backend.read(log), log, resume=resume, clock=self._clock)
+
+    def _upgrade_for_write(self, inspection: Inspection, log: Path) -> Inspection:
+        """Publish the v4 upgrade of an older log (only JSONL stores hold older ones)."""
+        raise NeedsMigrationError(str(inspection.path), inspection.source_version, "open")
 
     # -- discovery -------------------------------------------------------------------
 
     def locate(self, session_id: str, cwd: str | None = None) -> Path:
-        """Where the v4 log of ``session_id`` lives (or will live). Pure path calculation
-        when ``cwd`` is given; otherwise the existing session's directory is looked up.
+        """Where the log of ``session_id`` lives (or will live). Pure calculation when
+        ``cwd`` is given; otherwise the existing session's log is looked up.
         """
         if cwd is not None:
-            return layout.log_path(self.root, session_id, cwd)
+            return self.backend.locate(session_id, cwd)
         found = self._find(session_id)
         if found is not None:
-            return found.parent / layout.generation_name(SESSION_FORMAT_VERSION)
-        return layout.log_path(self.root, session_id, None)
-
-    def session_dirs(self) -> Iterator[Path]:
-        """Every session directory under the root (symlinked directories are skipped).
-
-        A directory that cannot be listed (permission denied) is skipped like a
-        non-directory: one unreadable entry never hides the rest of the store.
-        """
-        for project in _listing(self.root):
-            if _real_dir(project):
-                for directory in _listing(project):
-                    if _real_dir(directory):
-                        yield directory
-
-    def session_logs(self) -> Iterator[Path]:
-        """The log of every session directory (its :func:`newest_generation`), in walk order."""
-        for directory in self.session_dirs():
-            log = newest_generation(directory)
-            if log is not None:
-                yield log
+            return found
+        return self.backend.locate(session_id, None)
 
     def _find(self, session_id: str) -> Path | None:
-        """The newest generation log of ``session_id``, or None; duplicates are refused."""
-        name = layout.encode_session_id(session_id)
-        matches: list[Path] = []
-        for project in _listing(self.root):
-            candidate = project / name
-            if _real_dir(candidate):
-                log = newest_generation(candidate)
-                if log is not None:
-                    matches.append(log)
-        if len(matches) > 1:
-            raise AmbiguousSessionError(session_id, matches)
-        return matches[0] if matches else None
+        """The stored log of ``session_id``, or None; duplicates are refused."""
+        return self.backend.find(session_id)
 
     def _require(self, session_id: str) -> Path:
         log = self._find(session_id)
         if log is None:
-            raise SessionNotFoundError(session_id, str(self.root))
+            raise SessionNotFoundError(session_id, self._where)
         return log
-
-    def child_headers(self, parent_id: str) -> tuple[Mapping[str, Any], ...]:
-        """Header rows of the sessions that name ``parent_id`` as their parent.
-
-        The evidence the 3->4 migration edge needs to complete a ``subagent/catalog``;
-        reads first lines only.
-        """
-        return self.children_index().get(parent_id, ())
-
-    def migration_children(
-        self,
-        info: HeaderInfo | None,
-        index: Mapping[str, tuple[Mapping[str, Any], ...]] | None = None,
-    ) -> tuple[Mapping[str, Any], ...] | None:
-        """The child evidence the migration chain needs for a log whose header is ``info``.
-
-        None for a current (v4) log or no header; otherwise the child headers of its id
-        (empty when the header has no string id). Pass a :meth:`children_index` built
-        once to avoid one store walk per session when migrating many.
-        """
-        if info is None or info.version == SESSION_FORMAT_VERSION:
-            return None
-        session_id = info.value.get("id")
-        if not isinstance(session_id, str):
-            return ()
-        if index is not None:
-            return index.get(session_id, ())
-        return self.child_headers(session_id)
-
-    def children_index(self) -> dict[str, tuple[Mapping[str, Any], ...]]:
-        """Parent id -> header rows of its child sessions, for the whole root (one pass)."""
-        index: dict[str, list[Mapping[str, Any]]] = {}
-        for log in self.session_logs():
-            try:
-                info = LogScanner(log).read_header()
-            except (DshStoreError, OSError):
-                continue
-            parent = None if info is None else info.value.get("parentSession")
-            if isinstance(parent, str) and info is not None:
-                index.setdefault(parent, []).append(info.value)
-        return {parent: tuple(children) for parent, children in index.items()}
 
     # -- reading ---------------------------------------------------------------------
 
@@ -221,7 +179,7 @@ class JsonlStore:
         log = self._require(session_id)
         with storage_errors(f"reading session {session_id!r}", log):
             inspection = self._read(log)
-        _check_identity(inspection, session_id, self.root)
+        self._check_identity(inspection, session_id)
         return inspection
 
     def load(self, session_id: str) -> Inspection:
@@ -233,13 +191,17 @@ class JsonlStore:
         :raises StorageError: the OS refused a read or write (e.g. permission denied).
         """
         log = self._require(session_id)
-        lock = SessionLock(log.parent, session_id)
+        lock = self.backend.lock(log, session_id)
         with storage_errors(f"loading session {session_id!r}", log), lock:
             inspection = self._read(log)
-            _check_identity(inspection, session_id, self.root)
+            self._check_identity(inspection, session_id)
             if inspection.source_version != SESSION_FORMAT_VERSION:
                 return inspection
-            return commit_repair(inspection)
+            return self._commit_repair(inspection)
+
+    def _commit_repair(self, inspection: Inspection) -> Inspection:
+        """:func:`commit_repair` through this store's backend, re-reading the result."""
+        return commit_repair_with(self.backend, inspection, lambda: self._read(inspection.path))
 
     def read_from(self, session_id: str, from_seq: int) -> builtins.list[SessionEvent]:
         """Stored events with ``seq >= from_seq``: no closers, never the torn fragment."""
@@ -264,26 +226,15 @@ class JsonlStore:
     def snapshots(self) -> builtins.list[tuple[SessionHeader, str]]:
         """``(header, revision)`` per stored session; the revision changes with the file."""
         result: builtins.list[tuple[SessionHeader, str]] = []
-        for log in self.session_logs():
-            try:
-                scanner = LogScanner(log)
-                info = scanner.read_header()
-            except (NotASessionError, UnsupportedVersionError, OSError):
-                continue  # not listable (unreadable, vanished): verify reports such files
-            if info is None or scanner.stat is None:
-                continue
-            if row_binding(self.root, log.parent, info.value, path=log) is not None:
+        for entry in self.backend.list_headers():
+            if self._misfiled(entry):
                 continue  # misfiled: its header's id does not lead here (verify reports it)
-            header = _header_only(info.value, log)
+            header = _header_only(entry.header.value, entry.location)
             if header is None:
                 continue
-            result.append((header, revision_of(scanner.stat)))
+            result.append((header, entry.revision))
         result.sort(key=lambda item: item[0].id)
         return result
-
-    def _read(self, log: Path) -> Inspection:
-        info = LogScanner(log).read_header()
-        return read_log(log, child_headers=self.migration_children(info))
 
     # -- writing ---------------------------------------------------------------------
 
@@ -350,7 +301,9 @@ class JsonlStore:
         """The handle of a new session; nothing touches disk until its first write."""
         existing = self._find(session_id)
         if existing is not None:
-            raise SessionExistsError(session_id, str(existing), empty=_is_empty(existing))
+            raise SessionExistsError(
+                session_id, str(existing), empty=self.backend.is_empty(existing)
+            )
         header = SessionHeader(
             id=session_id,
             created_at=self._clock(),
@@ -361,9 +314,9 @@ class JsonlStore:
             origin=origin,
             agent_preset=agent_preset,
         )
-        path = layout.log_path(self.root, session_id, cwd)
+        path = self.backend.locate(session_id, cwd)
         session = Session.create(session_id, header=header, clock=self._clock)
-        return _Handle(self._writer_options, session, path, lock=None, writer=None, root=self.root)
+        return _Handle(self._writer_options, session, path, backend=self.backend)
 
     def open(self, session_id: str) -> LiveSession:
         """Open a stored session for writing: lock, restore, repair, then resume.
@@ -395,25 +348,15 @@ class JsonlStore:
             return self._open_handle_at(log, session_id)
 
     def _open_handle_at(self, log: Path, session_id: str) -> _Handle:
-        lock = SessionLock(log.parent, session_id)
+        lock = self.backend.lock(log, session_id)
         lock.acquire()
         try:
-            inspection = self._restore_for_write(log, session_id)
-            session = Session.from_restore(
-                inspection.header, inspection.events, resume=True, clock=self._clock
-            )
-            writer = LogWriter.open(
+            inspection, session = self._resume(log, session_id)
+            writer = self.backend.open_appender(
                 inspection.path,
                 expected_size=inspection.file_size,
                 next_seq=len(inspection.events),
             )
-            try:
-                # Before this handle acknowledges anything: a killed earlier writer may
-                # have linked the log or made its directories without the parent fsync.
-                fsync_chain(inspection.path, self.root)
-            except BaseException:
-                writer.close()
-                raise
         except BaseException:
             lock.release()
             raise
@@ -421,11 +364,47 @@ class JsonlStore:
             self._writer_options,
             session,
             inspection.path,
+            backend=self.backend,
             lock=lock,
             writer=writer,
             written=len(inspection.events),
-            root=self.root,
         )
+
+    def _resume(self, log: Path, session_id: str) -> tuple[Inspection, Session]:
+        """Read and validate the log once, commit its repair, return the resumed session.
+
+        The session validated by the read already holds the closers and the end-seed, so
+        the repaired log is not read back: the repair wrote exactly the closers' records
+        after the committed region, and the appender's tail check (the size below) refuses
+        to continue a log that is anything else. An older log is upgraded first, which
+        reads the published upgrade (``_restore_for_write``).
+        """
+        inspection, session = self._restore(log, resume=True)
+        self._check_identity(inspection, session_id)
+        if inspection.source_version != SESSION_FORMAT_VERSION:
+            upgraded = self._upgrade_for_write(inspection, log)
+            return upgraded, Session.from_restore(
+                upgraded.header, upgraded.events, resume=True, clock=self._clock
+            )
+        if not inspection.needs_repair:
+            return inspection, session
+        self.backend.commit_repair(inspection.path, repair_request(inspection))
+        repaired = dataclasses.replace(
+            inspection,
+            events=inspection.balanced,
+            closers=(),
+            torn=None,
+            committed_size=inspection.committed_size
+            + sum(len(event.line) for event in inspection.closers),
+            findings=tuple(
+                finding
+                for finding in inspection.findings
+                if finding.rule not in ("torn-tail", "open-turn")
+            ),
+            classification="ok",
+            revision=self.backend.revision(inspection.path),
+        )
+        return dataclasses.replace(repaired, file_size=repaired.committed_size), session
 
     def _restore_for_write(
         self, log: Path, session_id: str, *, continuing: bool = False
@@ -438,7 +417,7 @@ class JsonlStore:
         returned as read: a turn open there is that append's, not a crash's.
         """
         inspection = self._read(log)
-        _check_identity(inspection, session_id, self.root)
+        self._check_identity(inspection, session_id)
         if (
             continuing
             and inspection.torn is None
@@ -446,17 +425,8 @@ class JsonlStore:
         ):
             return inspection
         if inspection.source_version != SESSION_FORMAT_VERSION:
-            from .migrate import publish_upgrade
-
-            # The same child-session evidence inspect() upgraded with, so the published
-            # log is the one inspect showed.
-            published = publish_upgrade(
-                inspection, child_headers=self.migration_children(LogScanner(log).read_header())
-            )
-            # Migration invents no event: a turn the crash left open is open in the upgrade
-            # too, and is closed now, as for a v4 log, before the writer resumes.
-            return commit_repair(published)
-        return commit_repair(inspection)
+            return self._upgrade_for_write(inspection, log)
+        return self._commit_repair(inspection)
 
     def append(self, session_id: str, events: Sequence[SessionEvent]) -> None:
         """Append already-built events to a stored session, durably, in one batch.
@@ -473,7 +443,7 @@ class JsonlStore:
         if not events:
             return
         log = self._require(session_id)
-        with SessionLock(log.parent, session_id):
+        with self.backend.lock(log, session_id):
             inspection = self._restore_for_write(log, session_id, continuing=True)
             expected = len(inspection.events)
             for index, event in enumerate(events):
@@ -487,14 +457,16 @@ class JsonlStore:
                         path=str(inspection.path),
                     )
             Session.from_restore(inspection.header, [*inspection.events, *events])
-            with LogWriter.open(
+            writer = self.backend.open_appender(
                 inspection.path, expected_size=inspection.file_size, next_seq=expected
-            ) as writer:
-                fsync_chain(inspection.path, self.root)  # as in open(): names made durable
+            )
+            try:
                 writer.append(
                     [event.line for event in events], expected, expected + len(events) - 1
                 )
-            self._appended[str(inspection.path)] = revision_of(os.stat(inspection.path))
+            finally:
+                writer.close()
+            self._appended[str(inspection.path)] = self.backend.revision(inspection.path)
 
     def fork(
         self, session_id: str, boundary: int | None = None, child_id: str | None = None
@@ -508,7 +480,7 @@ class JsonlStore:
         :raises StorageError: the OS refused a read or write (e.g. permission denied).
         """
         child = child_id if child_id is not None else str(uuid.uuid4())
-        with storage_errors(f"forking session {session_id!r} as {child!r}", self.root):
+        with storage_errors(f"forking session {session_id!r} as {child!r}", self._where):
             return self._fork(session_id, boundary, child)
 
     def _fork(self, session_id: str, boundary: int | None, child: str) -> str:
@@ -525,56 +497,153 @@ class JsonlStore:
             agent_preset=parent.agent_preset,
         )
         Session.from_restore(header, seed)  # the seed must itself be a valid log
-        path = layout.log_path(self.root, child, header.cwd)
+        path = self.backend.locate(child, header.cwd)
         if self._find(child) is not None:
             raise SessionExistsError(child, str(path))
-        make_dirs(path.parent, durable_below=self.root)  # also levels a killed writer made
-        with SessionLock(path.parent, child):
-            materialize(
+        # create=True also makes durable the levels a killed writer made.
+        with self.backend.lock(path, child, create=True):
+            self.backend.publish_first(
                 path, header.encode(), [event.line for event in seed], session_id=child
             ).close()
         return child
 
 
-def _is_empty(path: Path) -> bool:
-    """A 0-byte regular file (a log that never got its header)."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(info.st_mode) and info.st_size == 0
+class JsonlStore(SessionStore):
+    """A directory of session logs in DSH's raw-JSONL layout (DESIGN §4).
 
+    :param root: the store root; created on first write (0700), never required to exist.
+    :param window_s: the write-behind window (fixed, not reset by later events).
+    :param max_batch_events: a batch starts early once this many events wait.
+    :param max_batch_bytes: a batch starts early once this many bytes wait.
+    :param max_pending_bytes: at this many unwritten bytes ``append`` blocks (sync) or
+        awaits (async) until the writer catches up.
+    :param clock: epoch milliseconds for new events and headers (tests inject one).
+    """
 
-def _listing(directory: Path) -> builtins.list[Path]:
-    """The entries of ``directory``, sorted; none when it cannot be listed."""
-    try:
-        return sorted(directory.iterdir())
-    except OSError:
-        return []
+    backend: JsonlBackend
 
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_batch_events: int | None = DEFAULT_MAX_BATCH_EVENTS,
+        max_batch_bytes: int | None = DEFAULT_MAX_BATCH_BYTES,
+        max_pending_bytes: int | None = DEFAULT_MAX_PENDING_BYTES,
+        clock: Clock | None = None,
+    ) -> None:
+        self.root = Path(root).expanduser().absolute()
+        if self.root.exists() and not self.root.is_dir():
+            raise NotADirectoryError(f"store root {self.root} is not a directory")
+        super().__init__(
+            JsonlBackend(self.root),
+            window_s=window_s,
+            max_batch_events=max_batch_events,
+            max_batch_bytes=max_batch_bytes,
+            max_pending_bytes=max_pending_bytes,
+            clock=clock,
+        )
 
-def _real_dir(path: Path) -> bool:
-    """A directory that is not a symlink; False also when it cannot be looked at."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
+    # -- the JSONL refinements of the store's hooks ------------------------------------
 
+    @property
+    def _where(self) -> str:
+        return str(self.root)
 
-def newest_generation(directory: Path) -> Path | None:
-    """The log a session directory holds: v4 if present, else its newest older generation."""
-    best: tuple[int, Path] | None = None
-    try:
-        entries = list(directory.iterdir())
-    except OSError:
-        return None
-    for entry in entries:
-        version = layout.generation_version(entry.name)
-        if version is None or not entry.is_file():
-            continue
-        if best is None or version > best[0]:
-            best = (version, entry)
-    return None if best is None else best[1]
+    def _check_identity(self, inspection: Inspection, session_id: str) -> None:
+        """Also refuse a log whose header and cwd derive another directory (binding)."""
+        _check_identity(inspection, session_id, self.root)
+
+    def _misfiled(self, entry: HeaderEntry) -> bool:
+        location = entry.location
+        return (
+            row_binding(self.root, location.parent, entry.header.value, path=location) is not None
+        )
+
+    def _restore(self, log: Path, *, resume: bool = False) -> tuple[Inspection, Session]:
+        reader = self.backend.read(log)
+        # One header read serves both the version check and the child evidence.
+        children = self.migration_children(reader.read_header())
+        return restore_stored(reader, log, child_headers=children, resume=resume, clock=self._clock)
+
+    def _upgrade_for_write(self, inspection: Inspection, log: Path) -> Inspection:
+        from .migrate import publish_upgrade
+
+        # The same child-session evidence inspect() upgraded with, so the published
+        # log is the one inspect showed.
+        published = publish_upgrade(
+            inspection,
+            child_headers=self.migration_children(self.backend.read(log).read_header()),
+        )
+        # Migration invents no event: a turn the crash left open is open in the upgrade
+        # too, and is closed now, as for a v4 log, before the writer resumes.
+        return commit_repair(published)
+
+    # -- discovery -------------------------------------------------------------------
+
+    def locate(self, session_id: str, cwd: str | None = None) -> Path:
+        """Where the v4 log of ``session_id`` lives (or will live). Pure path calculation
+        when ``cwd`` is given; otherwise the existing session's directory is looked up.
+        """
+        if cwd is not None:
+            return self.backend.locate(session_id, cwd)
+        found = self._find(session_id)
+        if found is not None:
+            return found.parent / layout.generation_name(SESSION_FORMAT_VERSION)
+        return self.backend.locate(session_id, None)
+
+    def session_dirs(self) -> Iterator[Path]:
+        """Every session directory under the root (symlinked directories are skipped).
+
+        A directory that cannot be listed (permission denied) is skipped like a
+        non-directory: one unreadable entry never hides the rest of the store.
+        """
+        return self.backend.session_dirs()
+
+    def session_logs(self) -> Iterator[Path]:
+        """The log of every session directory (its :func:`newest_generation`), in walk order."""
+        return self.backend.locations()
+
+    def child_headers(self, parent_id: str) -> tuple[Mapping[str, Any], ...]:
+        """Header rows of the sessions that name ``parent_id`` as their parent.
+
+        The evidence the 3->4 migration edge needs to complete a ``subagent/catalog``;
+        reads first lines only.
+        """
+        return self.children_index().get(parent_id, ())
+
+    def migration_children(
+        self,
+        info: HeaderInfo | None,
+        index: Mapping[str, tuple[Mapping[str, Any], ...]] | None = None,
+    ) -> tuple[Mapping[str, Any], ...] | None:
+        """The child evidence the migration chain needs for a log whose header is ``info``.
+
+        None for a current (v4) log or no header; otherwise the child headers of its id
+        (empty when the header has no string id). Pass a :meth:`children_index` built
+        once to avoid one store walk per session when migrating many.
+        """
+        if info is None or info.version == SESSION_FORMAT_VERSION:
+            return None
+        session_id = info.value.get("id")
+        if not isinstance(session_id, str):
+            return ()
+        if index is not None:
+            return index.get(session_id, ())
+        return self.child_headers(session_id)
+
+    def children_index(self) -> dict[str, tuple[Mapping[str, Any], ...]]:
+        """Parent id -> header rows of its child sessions, for the whole root (one pass)."""
+        index: dict[str, list[Mapping[str, Any]]] = {}
+        for log in self.session_logs():
+            try:
+                info = self.backend.read(log).read_header()
+            except (DshStoreError, OSError):
+                continue
+            parent = None if info is None else info.value.get("parentSession")
+            if isinstance(parent, str) and info is not None:
+                index.setdefault(parent, []).append(info.value)
+        return {parent: tuple(children) for parent, children in index.items()}
 
 
 def _header_only(value: dict[str, Any], log: Path) -> SessionHeader | None:
@@ -592,12 +661,16 @@ def _header_only(value: dict[str, Any], log: Path) -> SessionHeader | None:
         return None
 
 
-def _check_identity(inspection: Inspection, session_id: str, root: Path) -> None:
+def _check_identity(inspection: Inspection, session_id: str, root: Path | None) -> None:
     """Refuse a log filed in the wrong place: its header must name ``session_id`` and, with
     its cwd, derive the directory the log is in (see :mod:`dsh_store.binding`)."""
     header = inspection.header
     directory = inspection.path.parent
-    misfiled = binding_in(root, directory, header.id, header.cwd, path=inspection.path)
+    misfiled = (
+        None
+        if root is None
+        else binding_in(root, directory, header.id, header.cwd, path=inspection.path)
+    )
     if header.id != session_id:
         where = "" if misfiled is None or misfiled.expected is None else f" ({misfiled.expected})"
         detail = (

@@ -55,6 +55,7 @@ __all__ = [
     "ScannedRow",
     "TornTail",
     "header_version",
+    "revision_of",
 ]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
@@ -182,6 +183,12 @@ class LogScanner:
         return self._durable_size
 
     @property
+    def revision(self) -> str | None:
+        """:func:`revision_of` the file as the last read opened it (None before any read)."""
+        info = self._stat
+        return None if info is None else revision_of(info)
+
+    @property
     def stat(self) -> os.stat_result | None:
         """``fstat`` of the file taken when the last scan opened it."""
         return self._stat
@@ -238,6 +245,10 @@ class LogScanner:
         except UnsupportedVersionError:
             self._findings.extend(framing_findings(line))
             raise
+
+    def reopen(self) -> LogScanner:
+        """A new scanner of the same file (its own pass, state and findings)."""
+        return LogScanner(self.path, chunk_size=self._chunk_size)
 
     def exhaust(self) -> LogScanner:
         """Scan the whole file, discarding rows (for summaries only); returns self."""
@@ -671,6 +682,11 @@ def _special_kind(path: str) -> str | None:
     except OSError:
         return None
     return None if stat.S_ISREG(mode) else _kind_of(mode)
+
+
+def revision_of(info: os.stat_result) -> str:
+    """A token that changes whenever the file changes: ``dev:ino:size:mtime_ns:ctime_ns``."""
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
 
 
 def header_version(path: str | os.PathLike[str]) -> int | None:
