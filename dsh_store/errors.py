@@ -649,10 +649,11 @@ class PostgresUnavailableError(DshStoreError, ImportError):
         )
 
 
-class DatabaseError(DshStoreError):
+class DatabaseError(DshStoreError, OSError):
     """The PostgreSQL server refused or failed an operation (unreachable, connection lost,
     permission denied, ...). ``url`` never holds a password; ``sqlstate`` is the server's
-    error code when it sent one.
+    error code when it sent one. An :class:`OSError`, as a failed write to a disk is, so a
+    caller handles a failed commit and a failed fsync alike.
 
     A failed batch stays queued in the writer, exactly as after a failed fsync: nothing
     acknowledged was lost, and the next flush retries on a new connection.

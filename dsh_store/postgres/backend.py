@@ -205,6 +205,11 @@ class PostgresBackend(StorageBackend):
         )
         return self.locate(session_id, None) if rows else None
 
+    def locations(self) -> Iterator[Path]:
+        """The location of every stored session, sorted by id."""
+        for session_id in self.session_ids():
+            yield self.locate(session_id, None)
+
     def list_headers(self) -> list[HeaderEntry]:
         """Every session's header row and revision, sorted by id."""
         if not self._readable():
@@ -618,6 +623,11 @@ class PostgresAppender(Appender):
         return self._next_seq
 
     @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
+
+    @property
     def where(self) -> str:
         """The session as a message names it."""
         return f"{self.backend.display} session {self.session_id!r}"
@@ -732,6 +742,15 @@ class PostgresLogReader:
         self._revision: str | None = None
         self._torn: TornTail | None = None
         self._findings: list[Finding] = []
+
+    @property
+    def header(self) -> HeaderInfo | None:
+        """The header row once :meth:`read_header` ran."""
+        return self._header
+
+    def reopen(self) -> PostgresLogReader:
+        """A new pass over the same log."""
+        return PostgresLogReader(self.backend, self.location)
 
     @property
     def empty(self) -> bool:

@@ -384,6 +384,7 @@ class _PgHandle(_Handle):
         self.session = session
         self.path = store.backend.locate(session.id, session.header.cwd)
         self.root = self.path.parent
+        self.backend = store.backend
         self.pg_lock = lock
         self.appender = appender
         self.lock = None
