@@ -21,6 +21,7 @@ __all__ = [
     "ConcurrentModificationError",
     "CorruptFrameError",
     "CorruptLogError",
+    "DatabaseError",
     "DemoRootError",
     "DshStoreError",
     "DuplicateKeyError",
@@ -35,7 +36,9 @@ __all__ = [
     "NoLogsError",
     "NotASessionDirectoryError",
     "NotASessionError",
+    "PostgresUnavailableError",
     "SalvageRefusedError",
+    "SchemaVersionError",
     "SessionExistsError",
     "SessionLockedError",
     "SessionNotFoundError",
@@ -721,3 +724,70 @@ class LoneSurrogateError(CorruptLogError):
             code_unit=code_unit,
             remedy=remedy,
         )
+
+
+class PostgresUnavailableError(DshStoreError, ImportError):
+    """A PostgreSQL store was named, but the psycopg driver (the postgres extra) is absent."""
+
+    url: str | None
+
+    def __init__(self, url: str | None = None) -> None:
+        what = f"{url}: " if url else ""
+        super().__init__(
+            f"{what}PostgreSQL stores need the postgres extra (psycopg 3): "
+            "pip install 'dsh-store[postgres]'",
+            url=url,
+        )
+
+
+class DatabaseError(DshStoreError, OSError):
+    """The PostgreSQL server refused or failed an operation (unreachable, connection lost,
+    permission denied, ...). ``url`` never holds a password; ``sqlstate`` is the server's
+    error code when it sent one. An :class:`OSError`, as a failed write to a disk is, so a
+    caller handles a failed commit and a failed fsync alike.
+
+    A failed batch stays queued in the writer, exactly as after a failed fsync: nothing
+    acknowledged was lost, and the next flush retries on a new connection.
+    """
+
+    operation: str
+    url: str
+    detail: str
+    sqlstate: str | None
+
+    def __init__(self, operation: str, url: str, detail: str, *, sqlstate: str | None) -> None:
+        code = f" (SQLSTATE {sqlstate})" if sqlstate else ""
+        super().__init__(
+            f"{url}: {operation} failed: {detail}{code}; nothing acknowledged was lost — check "
+            "that the server is up and reachable with these credentials, then retry "
+            "(a live writer retries on its next flush)",
+            operation=operation,
+            url=url,
+            detail=detail,
+            sqlstate=sqlstate,
+        )
+
+
+class SchemaVersionError(DshStoreError):
+    """A PostgreSQL store's schema is at another version than this dsh-store works with.
+
+    ``found`` newer than ``supported``: a newer dsh-store made it (upgrade dsh-store).
+    Older (or absent, 0) for a write: ``dsh-store pg init URL`` upgrades it.
+    """
+
+    url: str
+    found: int
+    supported: int
+
+    def __init__(self, url: str, found: int, supported: int) -> None:
+        if found > supported:
+            advice = (
+                f"written by a newer dsh-store (schema {found}, this one knows up to "
+                f"{supported}); upgrade dsh-store"
+            )
+        else:
+            advice = (
+                f"schema {found} is older than this dsh-store's {supported}; run "
+                f"`dsh-store pg init {url}` to upgrade it"
+            )
+        super().__init__(f"{url}: {advice}", url=url, found=found, supported=supported)

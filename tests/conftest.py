@@ -12,6 +12,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from dsh_store.jsonl import files
+from tests.postgres.server import pg_url, postgres_missing_reason
+
+__all__ = ["pg_url"]  # a fixture for every test folder (the contract suite included)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -43,9 +46,15 @@ def shared_params(values: Callable[[], Sequence[Any]]) -> list[Any]:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip a test marked ``requires("shared")`` when ``../shared`` is absent."""
-    if any(marker.args[:1] == ("shared",) for marker in item.iter_markers("requires")):
+    """Skip a test marked ``requires("shared")`` when ``../shared`` is absent, and one
+    marked ``requires("postgres")`` when no PostgreSQL server answers (see tests/postgres)."""
+    needs = {marker.args[0] for marker in item.iter_markers("requires") if marker.args}
+    if "shared" in needs:
         reason = shared_missing_reason()
+        if reason is not None:
+            pytest.skip(reason)
+    if "postgres" in needs:
+        reason = postgres_missing_reason()
         if reason is not None:
             pytest.skip(reason)
 

@@ -92,6 +92,8 @@ FACT_VALUES: dict[str, object] = {
     "pid": 4101,
     "logs": ["/root/a/abc/session.v4.jsonl", "/root/b/abc/session.v4.jsonl"],
     "stop": Finding("unparsable-line", "not JSON", 2, 120),
+    "url": "postgresql://dsh@127.0.0.1:5432/agents",
+    "sqlstate": "57P01",
     "frame": 3,
     "key": "seq",
     "found": "zstd",
@@ -100,6 +102,7 @@ FACT_VALUES: dict[str, object] = {
 # Where one class takes a parameter of the same name in another shape.
 CLASS_FACT_VALUES: dict[str, dict[str, object]] = {
     "WriterBrokenError": {"cause": "ftruncate failed: EIO"},
+    "SchemaVersionError": {"found": 2},
 }
 # Parameters whose fact a class keeps as another attribute (or in another shape).
 RENAMED_FACTS: dict[str, dict[str, str]] = {

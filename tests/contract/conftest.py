@@ -98,11 +98,21 @@ def memory_backend(root: Path, monkeypatch: pytest.MonkeyPatch, options: dict[st
     return Harness(store, backend.tear, backend.replace_row, fail_next_append, backend.cut_tails)
 
 
+def postgres_backend(
+    root: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
+) -> Harness:
+    """The PostgreSQL backend in a fresh schema of the test server (tests/postgres)."""
+    from tests.postgres.contract_harness import postgres_harness
+
+    return postgres_harness(monkeypatch, options)
+
+
 # Adding a backend: implement dsh_store.backend.StorageBackend, write its make_backend
 # function (like the two above), and add ONE line here.
 BACKENDS: dict[str, MakeBackend] = {
     "jsonl": jsonl_backend,
     "memory": memory_backend,
+    "postgres": postgres_backend,
 }
 
 WINDOWS = {"window0": 0.0, "default-window": DEFAULT_WINDOW_S}
