@@ -32,6 +32,19 @@ ESCAPED = "evil\\x1b[2J\\x0aname"
 DEMO = Path(__file__).resolve().parents[2] / "fixtures" / "demo"
 
 
+def _file_demo_logs(root: Path) -> None:
+    """Each older-format demo log in ``root``, filed under ``_no-cwd`` by its fixture name."""
+    for fixture in sorted(DEMO.iterdir()):
+        (source,) = fixture.glob("*.jsonl")
+        header, rest = source.read_bytes().split(b"\n", 1)
+        value = json.loads(header)
+        value["id"] = fixture.name
+        value.pop("cwd", None)  # filed under _no-cwd, where such a header belongs
+        target = root / "_no-cwd" / fixture.name / source.name
+        target.parent.mkdir(parents=True)
+        target.write_bytes(json.dumps(value).encode() + b"\n" + rest)
+
+
 def _assert_safe(text: str, *, records: int) -> None:
     """No control character but newline, and exactly ``records`` lines."""
     assert "\x1b" not in text and "\r" not in text
@@ -281,15 +294,7 @@ def test_cat_of_an_empty_file_fails_like_verify(invoke: Invoke, tmp_path: Path) 
 
 def test_list_counts_events_as_verify_does_for_every_format(invoke: Invoke, tmp_path: Path) -> None:
     root = tmp_path / "store"
-    for fixture in sorted(DEMO.iterdir()):
-        (source,) = fixture.glob("*.jsonl")
-        header, rest = source.read_bytes().split(b"\n", 1)
-        value = json.loads(header)
-        value["id"] = fixture.name
-        value.pop("cwd", None)  # filed under _no-cwd, where such a header belongs
-        target = root / "_no-cwd" / fixture.name / source.name
-        target.parent.mkdir(parents=True)
-        target.write_bytes(json.dumps(value).encode() + b"\n" + rest)
+    _file_demo_logs(root)
     record_session(root, "v4", turns=2, open_turn=True)
     listed = json.loads(invoke("list", root, "--json").stdout)["sessions"]
     verified = json.loads(invoke("verify", root, "--json").stdout)["files"]
@@ -380,15 +385,7 @@ def test_a_refusal_that_knows_its_source_seq_carries_its_line(
 def _migration_inputs(base: Path) -> list[tuple[str, ...]]:
     """A tree of every kind of input, and the argument lists to try on it."""
     root = base / "store"
-    for fixture in sorted(DEMO.iterdir()):
-        (source,) = fixture.glob("*.jsonl")
-        header, rest = source.read_bytes().split(b"\n", 1)
-        value = json.loads(header)
-        value["id"] = fixture.name
-        value.pop("cwd", None)  # filed under _no-cwd, where such a header belongs
-        target = root / "_no-cwd" / fixture.name / source.name
-        target.parent.mkdir(parents=True)
-        target.write_bytes(json.dumps(value).encode() + b"\n" + rest)
+    _file_demo_logs(root)
     record_session(root, "current", turns=1)
     bad = root / "_no-cwd" / "bad" / "session.v2.jsonl"
     bad.parent.mkdir()
@@ -472,15 +469,7 @@ def _hooks() -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize("hook", ["dsh-store-verify", "dsh-store-verify-current"])
 def test_the_hook_passes_a_store_migrated_the_documented_way(tmp_path: Path, hook: str) -> None:
     root = tmp_path / "repo" / "sessions"
-    for fixture in sorted(DEMO.iterdir()):
-        (source,) = fixture.glob("*.jsonl")
-        header, rest = source.read_bytes().split(b"\n", 1)
-        value = json.loads(header)
-        value["id"] = fixture.name
-        value.pop("cwd", None)  # filed under _no-cwd, where such a header belongs
-        target = root / "_no-cwd" / fixture.name / source.name
-        target.parent.mkdir(parents=True)
-        target.write_bytes(json.dumps(value).encode() + b"\n" + rest)
+    _file_demo_logs(root)
     record_session(root, "new", turns=1)
     entry = _hooks()[hook]
     command, *options = entry["entry"].split()
