@@ -1,6 +1,6 @@
 """Hostile tails: zero-filled runs are never buffered, huge lines are read once.
 
-Memory is measured as the peak RSS (``ru_maxrss``) of a fresh subprocess, with a bound
+Memory is measured as the peak RSS (``VmHWM``) of a fresh subprocess, with a bound
 generous enough for any machine: the point is that a 4 GiB tail does not cost 4 GiB.
 """
 
