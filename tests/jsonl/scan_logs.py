@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
+
+from tests.store.helpers import make_store, open_tool_turn
 
 T0 = 1_760_000_000_000
 
@@ -111,3 +115,22 @@ def line_ends(data: bytes) -> list[int]:
         ends.append(cut + 1)
         start = cut + 1
     return ends
+
+
+def store_log(tmp_path: Path) -> Path:
+    """A store-written v4 log whose turn is open, with two tool calls, one result logged."""
+    store = make_store(tmp_path / "store")
+    with store.new("s", cwd="/w") as live:
+        open_tool_turn(live, 1, ("c1", "c2"), logged=2)
+        path = live.path
+    return path
+
+
+def sparse_tail(path: Path, length: int) -> int:
+    """Extend ``path`` by a hole of ``length`` zero bytes; skip where holes cost disk."""
+    size = path.stat().st_size
+    os.truncate(path, size + length)
+    if path.stat().st_blocks * 512 > 1 << 20:
+        os.truncate(path, size)
+        pytest.skip("this file system stores a hole as real blocks")
+    return size

@@ -6,7 +6,6 @@ generous enough for any machine: the point is that a 4 GiB tail does not cost 4 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from dsh_store.jsonl.scan import CRASH_SPAN_BYTES, LogScanner
 from tests.conftest import REPO
 from tests.store.helpers import make_store, open_tool_turn
 
-from .scan_logs import event, line, v4_log
+from .scan_logs import event, line, sparse_tail, store_log, v4_log
 
 GIB = 1 << 30
 MEMORY_BOUND_MIB = 200
@@ -59,31 +58,13 @@ def _peak_mib(what: str, path: Path) -> tuple[int, str]:
     return int(lines[-1]), "\n".join(lines[:-1])
 
 
-def _store_log(tmp_path: Path) -> Path:
-    store = make_store(tmp_path / "store")
-    with store.new("s", cwd="/w") as live:
-        open_tool_turn(live, 1, ("c1", "c2"), logged=2)
-        path = live.path
-    return path
-
-
-def _sparse_tail(path: Path, length: int) -> int:
-    """Extend ``path`` by a hole of ``length`` zero bytes; skip where holes cost disk."""
-    size = path.stat().st_size
-    os.truncate(path, size + length)
-    if path.stat().st_blocks * 512 > 1 << 20:
-        os.truncate(path, size)
-        pytest.skip("this file system stores a hole as real blocks")
-    return size
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("what", ["verify", "cat", "restore"])
 def test_a_4_gib_zero_tail_is_scanned_in_bounded_memory(tmp_path: Path, what: str) -> None:
     # A power cut after the file grew but before its blocks were written: a zero tail past
     # the watermark, which is a crash tail, read without ever holding it.
-    path = _store_log(tmp_path)
-    size = _sparse_tail(path, 4 * GIB)
+    path = store_log(tmp_path)
+    size = sparse_tail(path, 4 * GIB)
     peak, said = _peak_mib(what, path)
     assert peak < MEMORY_BOUND_MIB, (what, peak)
     if what == "restore":

@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from dsh_store.jsonl.repair import commit_truncation, sidecar_path
-from tests.store.helpers import make_store, open_tool_turn
 
-from .scan_logs import v4_log
+from .scan_logs import sparse_tail, store_log, v4_log
 
 GIB = 1 << 30
 
 
-def _store_log(tmp_path: Path) -> Path:
-    store = make_store(tmp_path / "store")
-    with store.new("s", cwd="/w") as live:
-        open_tool_turn(live, 1, ("c1", "c2"), logged=2)
-        path = live.path
-    return path
-
-
-def _sparse_tail(path: Path, length: int) -> int:
-    """Extend ``path`` by a hole of ``length`` zero bytes; skip where holes cost disk."""
-    size = path.stat().st_size
-    os.truncate(path, size + length)
-    if path.stat().st_blocks * 512 > 1 << 20:
-        os.truncate(path, size)
-        pytest.skip("this file system stores a hole as real blocks")
-    return size
-
-
 @pytest.mark.slow
 def test_repair_records_a_zero_tail_as_a_hole_not_as_bytes(tmp_path: Path) -> None:
-    path = _store_log(tmp_path)
-    size = _sparse_tail(path, 4 * GIB)
+    path = store_log(tmp_path)
+    size = sparse_tail(path, 4 * GIB)
     assert commit_truncation(path, size, expected_size=size + 4 * GIB) == sidecar_path(path, size)
     sidecar = sidecar_path(path, size)
     assert sidecar.stat().st_size == 4 * GIB  # it holds exactly the bytes cut...
