@@ -24,6 +24,19 @@ from .model import EventInput, Session, SessionEvent
 
 __all__ = ["AsyncLiveSession", "AsyncOpening", "LiveSession"]
 
+# The interpreter's at-fork hooks run in every child of os.fork() (multiprocessing's fork
+# start method and subprocess's preexec_fn included) and advance this count: comparing it
+# is free on every append, where os.getpid() is a system call.
+_forks = [0]
+
+
+def _count_fork() -> None:
+    _forks[0] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
+
 
 class _Handle:
     """The shared core of the sync and async live sessions: model, lock, appender."""
@@ -49,12 +62,18 @@ class _Handle:
         # The writer thread, the seq counter and the lock belong to this process; a fork
         # child gets copies of them that must never write, flush, close or unlock.
         self.owner_pid = os.getpid()
+        self.forks_seen = _forks[0]
 
     def require_owner(self) -> None:
         """Raise ForkedSessionError when called in a process forked after the handle was made."""
         pid = os.getpid()
-        if pid != self.owner_pid:
+        if pid != self.owner_pid or _forks[0] != self.forks_seen:
             raise ForkedSessionError(self.session.id, self.owner_pid, pid)
+
+    def require_unforked(self) -> None:
+        """:meth:`require_owner` by the fork count alone (no system call), for appends."""
+        if _forks[0] != self.forks_seen:
+            self.require_owner()
 
     def pending_events(self) -> list[SessionEvent]:
         """Events in memory that are not yet handed to the writer (e.g. the end-seed)."""
@@ -148,7 +167,7 @@ class _LiveViews:
     _reopen: str  # how to open the session again, named in the errors below
 
     def _require_open(self) -> None:
-        self._handle.require_owner()
+        self._handle.require_unforked()
         if self._closed:
             raise ValueError(f"session {self.id!r} is closed; reopen it with {self._reopen}")
         self._handle.require_usable()
@@ -249,6 +268,7 @@ class LiveSession(_LiveViews):
         :raises OSError: the write failed; the events stay queued and the next flush retries.
         :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
         """
+        self._handle.require_owner()  # the system call too: a flush waits for the disk anyway
         self._require_open()
         self._queue.flush(timeout)
 
@@ -376,6 +396,7 @@ class AsyncLiveSession(_LiveViews):
         :raises OSError: the write failed; the events stay queued and the next flush retries.
         :raises WriterBrokenError: a rollback failed; see :attr:`unwritten_events`.
         """
+        self._handle.require_owner()  # the system call too: a flush waits for the disk anyway
         self._require_open()
         await self._start()
         await self._queue.flush(timeout)

@@ -181,6 +181,11 @@ class ThreadWriteBehind(_QueueState):
         :raises Exception: the pending write failure, when the cap is reached while
             automatic writes are paused (call :meth:`flush` to retry).
         """
+        # The common case without the lock: under the GIL these reads see a state the queue
+        # was in, and room seen a moment late admits only what the locked check admitted
+        # just before (the pending total stays below the cap plus one event per producer).
+        if not self._stopped and self._ctrl.has_room(1):
+            return
         with self._lock:
             self._wait_for_room(1)
 
