@@ -42,6 +42,7 @@ __all__ = [
     "decode",
     "duplicate_key",
     "encode",
+    "encode_framed",
     "format_path",
 ]
 
@@ -141,12 +142,43 @@ def encode(
     return encoded
 
 
+def encode_framed(
+    frame: dict[str, Any],
+    inner: object,
+    *,
+    event_type: str | None = None,
+    path: str = "$",
+    newline: bool = False,
+) -> bytes:
+    """:func:`encode` of ``frame``, whose values other than ``inner`` the caller has proven
+    exact ``str``, ``int`` or ``bool`` (or dicts and lists of those): only ``inner`` is
+    type-screened after the encoder accepted the whole (an event envelope and its data).
+
+    Refuses, names and writes exactly as :func:`encode` of ``frame`` does.
+    """
+    try:
+        encoded = orjson.dumps(
+            frame,
+            default=_refuse_default,
+            option=_OPTIONS_NEWLINE if newline else _OPTIONS,
+        )
+    except orjson.JSONEncodeError:
+        pass
+    else:
+        if _screen_accepts(inner):
+            return encoded
+    return encode(frame, event_type=event_type, path=path, newline=newline)
+
+
 def decode(data: bytes | str) -> JsonValue:
     """Decode one JSON document (no lossless check; see :func:`check_loaded`)."""
     return orjson.loads(data)
 
 
 _SIGNED_LONG_DIGIT_RUN: Final = re.compile(rb"-?[0-9]{19,}")
+# The regular expression engine finds this literal at memchr speed, where ``in`` on bytes
+# runs a general substring search: twice as fast on a line that holds any "-".
+_find_negative_zero: Final = re.compile(rb"-0\.0").search
 _LINE_ENDS: Final = (b"", b"\n", b"\r\n")
 
 
@@ -175,9 +207,7 @@ def check_loaded(
     except orjson.JSONEncodeError:
         check_json(value, event_type=event_type, path=path)
         return
-    # The one-byte memchr first: half of real events have no "-" at all, and the
-    # four-byte search costs several times more.
-    if b"-" in reencoded and b"-0.0" in reencoded:
+    if _find_negative_zero(reencoded) is not None:
         check_json(value, event_type=event_type, path=path)
     # startswith compares in place: no copy of the line to strip its line end. A canonical
     # line can hold neither a lossy literal nor a repeated key: only other lines are searched.

@@ -26,7 +26,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_store.errors import EventValidationError, LosslessJsonError
-from dsh_store.jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, _screen_accepts, check_json, encode
+from dsh_store.jsonvalue import (
+    MAX_DEPTH,
+    MAX_SAFE_INTEGER,
+    _screen_accepts,
+    check_json,
+    encode,
+    encode_framed,
+)
 from dsh_store.model.events import encode_line
 from dsh_store.model.shapes import PLAIN_PAYLOAD_SIZES, check_payload
 
@@ -231,6 +238,31 @@ def test_fast_path_agrees_with_precise_path(value: Any, newline: bool) -> None:
 def test_fast_path_agrees_inside_an_event_envelope(data: Any, newline: bool) -> None:
     envelope = {"type": "user/message", "seq": 3, "time": 1, "data": data}
     assert fast(envelope, newline) == precise(envelope, newline)
+
+
+def framed(data: Any, newline: bool = False) -> tuple[Any, ...]:
+    envelope = {"type": "user/message", "seq": 3, "time": 1, "data": data, "surfaceOp": "append"}
+    try:
+        encoded = encode_framed(envelope, data, event_type="user/message", path="", newline=newline)
+    except LosslessJsonError as error:
+        return ("refused", error.reason, error.json_path, error.event_type)
+    return ("accepted", encoded)
+
+
+def whole(data: Any, newline: bool = False) -> tuple[Any, ...]:
+    envelope = {"type": "user/message", "seq": 3, "time": 1, "data": data, "surfaceOp": "append"}
+    try:
+        encoded = encode(envelope, event_type="user/message", path="", newline=newline)
+    except LosslessJsonError as error:
+        return ("refused", error.reason, error.json_path, error.event_type)
+    return ("accepted", encoded)
+
+
+@given(maybe_cyclic(), st.booleans())
+def test_screening_only_the_data_of_an_exact_envelope_agrees(data: Any, newline: bool) -> None:
+    # The envelope's own fields are exact by the envelope checks; screening its data alone
+    # must refuse, name and write exactly what screening the whole envelope does.
+    assert framed(data, newline) == whole(data, newline)
 
 
 def _nested(levels: int, leaf: Any, root: str) -> Any:

@@ -330,7 +330,7 @@ class SessionEvent:
         :raises EventValidationError: on a bad envelope or core payload.
         :raises LosslessJsonError: when the payload is not lossless JSON.
         """
-        if not isinstance(obj, Mapping):
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # the ABC check is slow
             _fail(
                 "event-not-object", f"an event must be a JSON object, got {obj!r:.80}", None, None
             )
@@ -350,8 +350,8 @@ class SessionEvent:
                 None,
                 event_type,
             )
-        unknown = [key for key in obj if key not in _ENVELOPE_KEYS]
-        if unknown:
+        if not _ENVELOPE_KEYS.issuperset(obj):
+            unknown = [key for key in obj if key not in _ENVELOPE_KEYS]
             _fail(
                 "envelope-unknown-key", f"unknown envelope key {unknown[0]!r:.60}", seq, event_type
             )
@@ -498,6 +498,8 @@ def encode_line(
     ``prescreened`` says the caller has proven every value of the envelope an exact ``str``,
     ``int`` or ``bool`` (a payload of :data:`~.shapes.PLAIN_PAYLOAD_SIZES`), so the strict
     encoder alone decides; on any refusal the full lossless encoder names the problem.
+    Otherwise only ``data`` is type-screened: every caller has checked the other envelope
+    fields to be exact (``is_text``, ``is_count``, a bool, a parsed surface op and seqs).
     """
     envelope: dict[str, Any] = {"type": event_type, "seq": seq, "time": time, "data": data}
     if ignorable:
@@ -512,7 +514,7 @@ def encode_line(
         except orjson.JSONEncodeError:
             pass  # a lone surrogate in a str: the lossless encoder below names it
     try:
-        return jsonvalue.encode(envelope, event_type=event_type, path="", newline=True)
+        return jsonvalue.encode_framed(envelope, data, event_type=event_type, path="", newline=True)
     except LosslessJsonError as error:
         raise error.at_seq(seq) from None
 

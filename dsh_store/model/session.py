@@ -570,7 +570,12 @@ class Session:
             )
         if ignorable is not True and ignorable is not False:
             fail("ignorable-not-true", "ignorable must be a bool", seq=seq, event_type=event_type)
-        op = None if surface_op is None else parse_surface_op(surface_op, seq, event_type)
+        if surface_op is None:
+            op: SurfaceOp | None = None
+        elif _type_of(surface_op) is str and surface_op == "append":
+            op = "append"  # what parse_surface_op returns for it, without the call
+        else:
+            op = parse_surface_op(surface_op, seq, event_type)
         sources = (
             None
             if source_event_seqs is None
