@@ -1,0 +1,352 @@
+"""``Session.append``'s fast paths refuse exactly what its precise paths refuse.
+
+The append hot path takes shortcuts: per-type payload checks that only confirm the common
+shape (``shapes._FAST``), payloads the check has fully typed skipping the type screen
+(``PLAIN_PAYLOAD_SIZES``), and a type screen after orjson instead of the iterative walk.
+Each shortcut either confirms or hands over to the precise code. Here the same append runs
+twice, once as shipped and once with every shortcut switched off (the precise payload
+checkers, every value walked by ``check_json`` and written by the plain strict encoder),
+on near-valid events with hostile mutations: both must accept with the same line and
+facts, or refuse with the same error class, rule and message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import enum
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsh_store import jsonvalue
+from dsh_store.errors import DshStoreError
+from dsh_store.model import Session, SurfaceReplace, shapes
+from dsh_store.model import session as session_module
+from dsh_store.payloads import (
+    assistant_message,
+    request_header,
+    step_end,
+    system_message,
+    text_block,
+    tool_call,
+    tool_call_block,
+    tool_result,
+    tool_schema,
+    turn_end,
+    turn_start,
+    user_message,
+)
+
+from .builders import MODEL, PROVIDER, ticking_clock
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+class Mode(enum.StrEnum):
+    FAST = "fast"
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+# Hostile replacements by the kind of value they replace: each one differs from a valid
+# value in exactly one way some check must notice (or, for the valid look-alikes, not).
+HOSTILE_TEXT: list[Any] = ["", "\ud800", Text("c1"), Mode.FAST, 1, None, "c1", "append"]
+HOSTILE_COUNT: list[Any] = [0, -1, True, 1.0, Level.LOW, Number(1), 2**53, 1, 2]
+HOSTILE_VALUE: list[Any] = [
+    Color.RED,
+    uuid.UUID(int=7),
+    orjson.Fragment(b"1"),
+    float("nan"),
+    float("inf"),
+    -0.0,
+    0.5,
+    -(2**60),
+    (1, "a"),
+    [Level.LOW],
+    {"k": -0.0},
+    {},
+    [],
+    None,
+    False,
+]
+
+
+def _fresh(value: Any) -> Any:
+    # Containers are copied: a later edit may insert into one, and the lists are shared.
+    return copy.deepcopy(value) if type(value) in (dict, list) else value
+
+
+def _hostile_for(value: Any) -> list[Any]:
+    if type(value) is str:
+        return HOSTILE_TEXT + HOSTILE_VALUE
+    if type(value) is int:
+        return HOSTILE_COUNT + HOSTILE_VALUE
+    return HOSTILE_VALUE + HOSTILE_TEXT[:4] + HOSTILE_COUNT[:4]
+
+
+def _prefix() -> Session:
+    """Turn 1 step 1 open: a header at seq 2, assistant call c1 requested, tool/call c1 logged."""
+    session = Session.create("differential", clock=ticking_clock())
+    session.append("turn/start", turn_start(1))
+    session.append("step/start", {"turn": 1, "step": 1})
+    bash = tool_schema("bash", "Run a shell command", {"type": "object"})
+    session.append("request/header", request_header(PROVIDER, MODEL, tools=[bash]))
+    session.append("user/message", user_message("q", id="u1"), surface_op="append")
+    asks = [tool_call_block("c1", "bash", "{}")]
+    answer = assistant_message(1, 1, asks, provider=PROVIDER, model=MODEL, id="a1")
+    session.append("assistant/message", answer, surface_op="append")
+    session.append("tool/call", tool_call(1, 1, "c1", "bash", "{}"))
+    return session
+
+
+def _bases() -> list[tuple[str, Any, Any]]:
+    """(type, valid payload, surface op) for the event after :func:`_prefix`."""
+    developer = {
+        "turn": 1,
+        "step": 1,
+        "headerSeq": 2,
+        "message": {
+            "role": "developer",
+            "content": [{"type": "tool-addition", "name": "bash"}],
+            "id": "d1",
+        },
+    }
+    return [
+        ("tool/result", tool_result(1, 1, "c1", "42"), "append"),
+        ("step/end", step_end(1, 1), None),
+        ("step/start", {"turn": 1, "step": 2}, None),
+        ("turn/start", turn_start(2), None),
+        ("turn/end", turn_end(1), None),
+        ("user/message", user_message("more", id="u2"), "append"),
+        (
+            "assistant/message",
+            assistant_message(
+                1,
+                1,
+                [text_block("hi"), tool_call_block("c2", "bash", "{}")],
+                provider=PROVIDER,
+                model=MODEL,
+                id="a2",
+            ),
+            "append",
+        ),
+        ("system/message", system_message(1, 1, "be brief", id="s1"), "append"),
+        ("developer/message", developer, "append"),
+        ("request/header", request_header(PROVIDER, MODEL, reason="change"), None),
+        ("request/context", {"provider": PROVIDER, "model": MODEL, "contextWindow": 8}, None),
+        ("tool/call", tool_call(1, 1, "c2", "grep", ""), None),
+        ("assistant/attempt", {"turn": 1, "step": 1, "stream": []}, None),
+        ("session/end-seed", {}, None),
+        ("future/kind", {"any": [1, "two"]}, None),
+    ]
+
+
+def _slots(value: Any, out: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Every (container, key or index) in ``value``, containers before their children."""
+    if type(value) is dict:
+        for key in list(value):
+            out.append((value, key))
+            _slots(value[key], out)
+    elif type(value) is list:
+        for index in range(len(value)):
+            out.append((value, index))
+            _slots(value[index], out)
+    return out
+
+
+@st.composite
+def candidates(draw: st.DrawFn) -> tuple[str, Any, Any, Any, bool]:
+    """A near-valid next event: a base, then mostly one hostile edit anywhere in it."""
+    event_type, data, op = draw(st.sampled_from(_bases()))
+    data = orjson.loads(orjson.dumps(data))  # a private copy to edit
+    for _ in range(draw(st.sampled_from([0, 1, 1, 1, 2, 3]))):
+        slots = _slots(data, [])
+        if not slots:
+            break
+        container, key = draw(st.sampled_from(slots))
+        action = draw(st.sampled_from(["replace", "replace", "replace", "delete", "insert"]))
+        if action == "delete":
+            del container[key]
+        elif action == "insert" and type(container) is dict:
+            extra = draw(st.sampled_from(["extra", "error", "interrupted", "system", "tools"]))
+            container[extra] = _fresh(draw(st.sampled_from(HOSTILE_VALUE + HOSTILE_TEXT)))
+        else:
+            container[key] = _fresh(draw(st.sampled_from(_hostile_for(container[key]))))
+    if draw(st.integers(0, 19)) == 0:
+        data = _fresh(draw(st.sampled_from(HOSTILE_VALUE)))
+    if draw(st.integers(0, 4)) == 0:
+        op = draw(
+            st.sampled_from(
+                [None, "append", Text("append"), "replace", SurfaceReplace(3, 4), {"op": "x"}]
+            )
+        )
+    sources = draw(st.sampled_from([None, None, None, [3], (5,), [], [99], [True], [3, 3]]))
+    ignorable = draw(st.sampled_from([False, False, True]))
+    return event_type, data, op, sources, ignorable
+
+
+# Each shortcut and what switches it off: the precise payload checkers alone, the envelope
+# check on every event, no prescreened payload, and the full lossless walk for every value.
+_SHORTCUTS: list[tuple[Any, str, Any]] = [
+    (shapes, "_FAST", {}),
+    (session_module, "PLAIN_PAYLOAD_SIZES", {}),
+    (session_module, "_NON_SURFACE_KNOWN", frozenset()),
+    (jsonvalue, "_screen_accepts", lambda value: False),
+]
+
+
+@contextlib.contextmanager
+def _precise_only() -> Iterator[None]:
+    """Switch off every append shortcut (module globals, read at each call)."""
+    saved = [getattr(module, name) for module, name, _ in _SHORTCUTS]
+    for module, name, off in _SHORTCUTS:
+        setattr(module, name, off)
+    try:
+        yield
+    finally:
+        for (module, name, _), value in zip(_SHORTCUTS, saved, strict=True):
+            setattr(module, name, value)
+
+
+def _outcome(append: Callable[[], Any], session: Session) -> tuple[Any, ...]:
+    try:
+        event = append()
+    except DshStoreError as error:
+        return ("refused", type(error).__name__, getattr(error, "rule", None), str(error))
+    return ("accepted", event.line, event._facts, session.surface, session.is_balanced)
+
+
+def _append(candidate: tuple[str, Any, Any, Any, bool]) -> tuple[Any, ...]:
+    event_type, data, op, sources, ignorable = candidate
+    session = _prefix()
+    return _outcome(
+        lambda: session.append(
+            event_type, data, surface_op=op, source_event_seqs=sources, ignorable=ignorable
+        ),
+        session,
+    )
+
+
+@settings(max_examples=600)
+@given(candidates())
+def test_append_fast_paths_agree_with_the_precise_paths(
+    candidate: tuple[str, Any, Any, Any, bool],
+) -> None:
+    fast = _append(candidate)
+    with _precise_only():
+        precise = _append(candidate)
+    assert fast == precise
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every value inside ``value`` (its keys and indexes from the root)."""
+    items = (
+        value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
+    )
+    for key, child in items:
+        yield (*prefix, key)
+        yield from _paths(child, (*prefix, key))
+
+
+def _edited(data: Any, path: tuple[Any, ...], action: str, new: Any) -> Any:
+    copied = orjson.loads(orjson.dumps(data))
+    container = copied
+    for key in path[:-1]:
+        container = container[key]
+    if action == "delete":
+        del container[path[-1]]
+    elif action == "insert":
+        container[path[-1]][new[0]] = _fresh(new[1])
+    else:
+        container[path[-1]] = _fresh(new)
+    return copied
+
+
+def _single_edits() -> Iterator[tuple[str, Any, Any, Any, bool]]:
+    """Every base with each of its values replaced by each hostile of its kind, deleted,
+    or (a dict) given an extra key; and each base with every surface op, seqs and flag."""
+    for event_type, data, op in _bases():
+        for path in _paths(data):
+            target = data
+            for key in path:
+                target = target[key]
+            for new in _hostile_for(target):
+                yield event_type, _edited(data, path, "replace", new), op, None, False
+            if type(path[-1]) is str:
+                yield event_type, _edited(data, path, "delete", None), op, None, False
+            if type(target) is dict:
+                extras: list[tuple[str, Any]] = [("extra", 1), ("error", {}), ("interrupted", 0)]
+                for extra in extras:
+                    yield event_type, _edited(data, path, "insert", extra), op, None, False
+        for other_op in (None, "append", Text("append"), SurfaceReplace(3, 4), {"op": "x"}):
+            for sources in (None, [3], (5,), [], [99], [True], [3, 3]):
+                for ignorable in (False, True):
+                    yield event_type, data, other_op, sources, ignorable
+
+
+def test_every_single_edit_agrees_on_both_paths() -> None:
+    # Exhaustive over one edit: Hypothesis above explores combinations of several.
+    disagreements = []
+    count = 0
+    for candidate in _single_edits():
+        count += 1
+        fast = _append(candidate)
+        with _precise_only():
+            precise = _append(candidate)
+        if fast != precise:
+            disagreements.append((candidate, fast, precise))
+    assert count > 1000
+    assert disagreements == []
+
+
+@settings(max_examples=600)
+@given(candidates())
+def test_each_fast_payload_check_confirms_only_what_the_precise_check_accepts(
+    candidate: tuple[str, Any, Any, Any, bool],
+) -> None:
+    event_type, data, _, _, _ = candidate
+    fast = shapes._FAST.get(event_type)
+    if fast is None or type(data) is not dict:
+        return
+    facts = fast(data)
+    if facts is None:
+        return  # handed to the precise checker, which decides alone
+    payload = shapes._Payload(event_type, 6)
+    assert shapes._CHECKERS[event_type](payload, data) == facts
+
+
+def test_the_precise_switch_really_switches_the_shortcuts_off() -> None:
+    # A payload only the fast path types is still checked and encoded the same way, and the
+    # switch restores the shortcuts afterwards.
+    with _precise_only():
+        assert shapes._FAST == {}
+        assert jsonvalue._screen_accepts([1]) is False
+    assert shapes._FAST and jsonvalue._screen_accepts([1]) is True
+
+
+def test_only_an_exact_append_string_is_the_append_op() -> None:
+    # The hot path recognizes "append" itself; a str subclass equal to it is refused as
+    # parse_surface_op refuses it.
+    for op in (Text("append"), Mode.FAST, "Append", b"append"):
+        outcome = _append(("user/message", user_message("q", id="u9"), op, None, False))
+        assert outcome[:3] == ("refused", "EventValidationError", "surface-op-shape"), op
+    assert _append(("user/message", user_message("q", id="u9"), "append", None, False))[0] == (
+        "accepted"
+    )
