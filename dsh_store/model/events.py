@@ -15,6 +15,7 @@ import orjson
 
 from .. import jsonvalue
 from ..errors import LosslessJsonError
+from ..jsonvalue import MAX_SAFE_INTEGER
 from ._checks import fail, is_count, is_text
 from .shapes import EventFacts, check_payload
 from .vocabulary import KNOWN_TYPES, SURFACE_TYPES, is_plugin_type
@@ -30,6 +31,7 @@ __all__ = [
 _ENVELOPE_KEYS: Final = frozenset(
     {"type", "seq", "time", "data", "ignorable", "sourceEventSeqs", "surfaceOp"}
 )
+_INT_ONLY: Final = frozenset({int})
 _RUN: Final = 3  # runs of at least this many consecutive seqs are written as [start, end]
 _STRICT_LINE: Final = orjson.OPT_STRICT_INTEGER | orjson.OPT_APPEND_NEWLINE
 
@@ -90,7 +92,12 @@ def normalize_source_seqs(
     """Admit a plain list or tuple of seqs (the append side; no range pairs)."""
     if value is None:
         return None
-    if type(value) not in (list, tuple) or not all(is_count(item) for item in value):
+    # All exact ints, then the range by min/max: C loops, no call per member.
+    if (
+        type(value) not in (list, tuple)
+        or not _INT_ONLY.issuperset(map(type, value))
+        or (value and not (min(value) >= 0 and max(value) <= MAX_SAFE_INTEGER))
+    ):
         _fail(
             "source-seqs-shape",
             f"sourceEventSeqs must be a list of seqs, got {value!r:.80}",
