@@ -351,7 +351,11 @@ class Session:
             self._commit(event, None)
             return
         self._lifecycle.check(event.type, seq, event._facts)
-        span = self._surface.check(event.type, seq, event.surface_op, event.source_event_seqs)
+        span = (  # surface.check has nothing to say about any other op
+            self._surface.check(event.type, seq, event.surface_op, event.source_event_seqs)
+            if _type_of(event.surface_op) is SurfaceReplace
+            else None
+        )
         if event.type in self._projection_kinds:
             changed = self._project(event, self._surface, self._changed_messages)
             self._commit(event, span)
@@ -365,7 +369,8 @@ class Session:
         kind = event.type
         if kind in KNOWN_TYPES:
             self._lifecycle.apply(kind, event.seq, event._facts)
-            self._surface.apply(kind, event.seq, span)
+            if kind in SURFACE_TYPES:  # surface.apply ignores every other type
+                self._surface.apply(kind, event.seq, span)
             if kind == "request/header":
                 self._header_seq = event.seq
             elif kind == "request/context":
