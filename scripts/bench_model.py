@@ -60,14 +60,21 @@ def _free_encode(value: object, *, event_type: str | None = None, **_: object) -
     return b"\n"
 
 
+def _free_encode_framed(
+    frame: dict[str, Any], inner: object, *, event_type: str | None = None, **_: object
+) -> bytes:
+    return b"\n"
+
+
 def _replay_without_encoding(mix: list[dict[str, Any]]) -> None:
-    # The model's own work: validation, stamping, the event object and the state folds.
-    real = jsonvalue.encode
-    jsonvalue.encode = _free_encode
+    # The model's own work: validation, stamping, the event object and the state folds
+    # (the append path encodes through encode_framed, the others through encode).
+    real, real_framed = jsonvalue.encode, jsonvalue.encode_framed
+    jsonvalue.encode, jsonvalue.encode_framed = _free_encode, _free_encode_framed
     try:
         _replay(mix)
     finally:
-        jsonvalue.encode = real
+        jsonvalue.encode, jsonvalue.encode_framed = real, real_framed
 
 
 def run(quick: bool) -> None:
