@@ -24,18 +24,19 @@ from .model import EventInput, Session, SessionEvent
 
 __all__ = ["AsyncLiveSession", "AsyncOpening", "LiveSession"]
 
-# The interpreter's at-fork hooks run in every child of os.fork() (multiprocessing's fork
-# start method and subprocess's preexec_fn included) and advance this count: comparing it
-# is free on every append, where os.getpid() is a system call.
-_forks = [0]
+# This process's pid as the interpreter's at-fork hooks keep it: they run in every child of
+# os.fork() (multiprocessing's fork start method and subprocess's preexec_fn included) and
+# record the child's pid there, so comparing it is free on every append, where os.getpid()
+# is a system call.
+_this_pid = [os.getpid()]
 
 
-def _count_fork() -> None:
-    _forks[0] += 1
+def _note_fork() -> None:
+    _this_pid[0] = os.getpid()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_count_fork)
+    os.register_at_fork(after_in_child=_note_fork)
 
 
 class _Handle:
@@ -62,17 +63,17 @@ class _Handle:
         # The writer thread, the seq counter and the lock belong to this process; a fork
         # child gets copies of them that must never write, flush, close or unlock.
         self.owner_pid = os.getpid()
-        self.forks_seen = _forks[0]
 
     def require_owner(self) -> None:
         """Raise ForkedSessionError when called in a process forked after the handle was made."""
         pid = os.getpid()
-        if pid != self.owner_pid or _forks[0] != self.forks_seen:
+        if pid != self.owner_pid:
             raise ForkedSessionError(self.session.id, self.owner_pid, pid)
 
     def require_unforked(self) -> None:
-        """:meth:`require_owner` by the fork count alone (no system call), for appends."""
-        if _forks[0] != self.forks_seen:
+        """:meth:`require_owner` by the pid the at-fork hook keeps (no system call), for
+        appends; a process forked without the hooks is caught by flush and close."""
+        if _this_pid[0] != self.owner_pid:
             self.require_owner()
 
     def pending_events(self) -> list[SessionEvent]:
