@@ -24,10 +24,9 @@ state, never the file: events flow from the scanner through the edges to the tem
 from __future__ import annotations
 
 import contextlib
-import operator
 import os
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -39,7 +38,6 @@ from .errors import (
     LosslessJsonError,
     MigrationRefusedError,
     NotASessionError,
-    UnsupportedVersionError,
 )
 from .inspection import Inspection
 from .jsonl import layout
@@ -51,6 +49,19 @@ from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
 from .restore import corruption_first, read_log, revision_of
+from .upgrading import (
+    HEADER_CLASSES,
+    Locate,
+    check_upgraded,
+    classify_header,
+    model_refusal,
+    scanned_rows,
+    upgrade,
+    upgrade_header,
+    upgrade_located,
+    with_source_line,
+)
+from .upgrading import MODEL_EDGE as MODEL_EDGE  # re-exported: migrate.MODEL_EDGE
 
 __all__ = [
     "HEADER_CLASSES",
@@ -64,8 +75,6 @@ __all__ = [
     "upgrade_header",
     "verify_published",
 ]
-
-HEADER_CLASSES: Final = ("current", "migration-required", "unsupported", "malformed")
 
 MIGRATE_FAILPOINTS: Final = (
     "migrate.before-fsync",
@@ -81,13 +90,6 @@ _WRITE_CHUNK: Final = 1 << 20
 _SCAN_CHUNK: Final = 1 << 18
 _COMPARE_CHUNK: Final = 1 << 20
 _REVERIFY_PREFIX: Final = "the upgraded log failed re-verification: "
-_ROW_VALUE: Final = operator.itemgetter(3)  # ScannedRow.value
-
-MODEL_EDGE: Final = "model"
-"""The ``edge`` of a refusal by the v4 model's check of the upgraded log (after 3->4)."""
-
-Locate = Callable[[int], tuple[int | None, str | None]]
-"""Upgraded seq -> ``(source seq, None)``, or ``(None, edge)`` for an event an edge made."""
 
 
 @dataclass(frozen=True)
@@ -118,307 +120,6 @@ class MigrationResult:
             "backup": None if self.backup is None else str(self.backup),
             "reason": self.reason,
         }
-
-
-# -- header-only --------------------------------------------------------------------------
-
-
-def upgrade_header(header_json: Mapping[str, Any], *, path: str | None = None) -> SessionHeader:
-    """Translate a header row of any supported version to the v4 header, header only.
-
-    :raises UnsupportedVersionError: the version is not 0-4.
-    :raises MigrationRefusedError: an edge refuses the header.
-    :raises EventValidationError: the translated header is not a valid v4 header.
-    """
-    from .migrations import EDGES, MigrationContext
-
-    version = _version_of(header_json, path)
-    context = MigrationContext(path=path, session_id=header_json.get("id"))
-    row = dict(header_json)
-    for source in range(version, SESSION_FORMAT_VERSION):
-        row = EDGES[source].header(row, context)
-    return SessionHeader.from_json(row)
-
-
-def classify_header(path: str | os.PathLike[str]) -> str:
-    """Header-only classification, one of :data:`HEADER_CLASSES`.
-
-    ``current``: a valid v4 header; ``migration-required``: an older header the chain
-    translates into a valid v4 header; ``unsupported``: a newer or unknown version, or a
-    header the chain refuses; ``malformed``: no session header at all (empty file, not
-    JSON, no version) or a header whose fields are invalid. Reads the first line only:
-    never reads event bodies, never writes.
-    """
-    try:
-        info = LogScanner(path).read_header()
-    except UnsupportedVersionError:
-        return "unsupported"
-    except (NotASessionError, OSError):
-        return "malformed"
-    if info is None:
-        return "malformed"
-    try:
-        upgrade_header(info.value, path=os.fspath(path))
-    except MigrationRefusedError:
-        return "unsupported"
-    except EventValidationError:
-        return "malformed"
-    return "current" if info.version == SESSION_FORMAT_VERSION else "migration-required"
-
-
-def _version_of(header_json: Mapping[str, Any], path: str | None) -> int:
-    version = header_json.get("version")
-    if type(version) is not int or not 0 <= version <= SESSION_FORMAT_VERSION:
-        raise UnsupportedVersionError(path or "<memory>", version, SESSION_FORMAT_VERSION)
-    return version
-
-
-# -- in memory ----------------------------------------------------------------------------
-
-
-def upgrade(
-    header_json: Mapping[str, Any],
-    events_json: Iterable[Mapping[str, Any]],
-    *,
-    path: str | None = None,
-    child_headers: tuple[Mapping[str, Any], ...] | None = None,
-    extras: Mapping[str, Any] | None = None,
-    lenient: bool = False,
-) -> tuple[SessionHeader, Iterator[SessionEvent]]:
-    """Upgrade wire rows of any supported version to v4, in memory, lazily.
-
-    Returns the v4 header and a lazy iterator of v4 events (envelope and payload checked
-    per event; the whole-log rules are :func:`dsh_store.model.stream_check.check_stream`'s
-    or ``Session.from_restore``'s job). A v4 input passes through unchanged. Intermediate
-    versions exist only as edge state in memory.
-
-    :param child_headers: headers of the sessions naming this one as parent (completes the
-        v4 subagent catalog); ``None`` when unknown, e.g. a loose file.
-    :param lenient: also migrate the format-0 logs DSH's reader loads but the faithful
-        chain refuses (a surface event before the first step, an unknown ignorable event
-        type), recording every deviation in a trailing ignorable ``migration/note`` event
-        (docs/migrations.md, "The lenient opt-in").
-    :raises UnsupportedVersionError: the header's version is not 0-4.
-    :raises MigrationRefusedError: raised while iterating, when an edge refuses or the
-        upgraded event is not valid v4 (naming path, seq, event type and rule).
-    """
-    header, events, _ = _upgrade(
-        header_json, events_json, path, child_headers, extras, fresh_dicts=False, lenient=lenient
-    )
-    return header, events
-
-
-def _upgrade(
-    header_json: Mapping[str, Any],
-    events_json: Iterable[Mapping[str, Any]],
-    path: str | None,
-    child_headers: tuple[Mapping[str, Any], ...] | None,
-    extras: Mapping[str, Any] | None,
-    *,
-    fresh_dicts: bool,
-    lenient: bool = False,
-) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
-    """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's).
-
-    The third value maps an upgraded seq back to its source (``None`` for a v4 input,
-    whose seqs are the source's).
-    """
-    from .migrations import MigrationContext
-    from .migrations._lenient import LenientLog
-    from .migrations._pipeline import located_chain
-
-    version = _version_of(header_json, path)
-    if version == SESSION_FORMAT_VERSION:
-        return (
-            SessionHeader.from_json(header_json),
-            (SessionEvent.from_json(row) for row in events_json),
-            None,
-        )
-    context = MigrationContext(
-        path=path,
-        session_id=header_json.get("id"),
-        child_headers=child_headers,
-        extras=extras or {},
-        lenient=LenientLog() if lenient else None,
-    )
-    # The edges take dicts: other mappings are copied, fresh dicts are handed on as they are.
-    rows: Iterable[dict[str, Any]] = (
-        events_json  # type: ignore[assignment]
-        if fresh_dicts
-        else (row if type(row) is dict else dict(row) for row in events_json)
-    )
-    v4_header, v4_rows, sources = located_chain(dict(header_json), rows, context)
-    try:
-        header = SessionHeader.from_json(v4_header)
-    except EventValidationError as error:
-        raise MigrationRefusedError(
-            f"the upgraded header is not valid v4: {error.detail}",
-            rule=error.rule,
-            path=path,
-        ) from None
-    return header, _events(v4_rows, path, sources.locate), sources.locate
-
-
-def _scanned_rows(scanner: LogScanner) -> Iterator[dict[str, Any]]:
-    """The decoded rows of a scan (always fresh dicts), without a generator per row."""
-    return map(_ROW_VALUE, scanner.rows())
-
-
-def _events(
-    rows: Iterable[Mapping[str, Any]], path: str | None, locate: Locate
-) -> Iterator[SessionEvent]:
-    for row in _typed_refusals(rows, path):
-        try:
-            yield SessionEvent.from_json(row)
-        except EventValidationError as error:
-            raise _refusal(error.detail, error.rule, path, row, locate) from None
-        except LosslessJsonError as error:
-            raise _refusal(str(error), "not-lossless-json", path, row, locate) from None
-
-
-def _typed_refusals(
-    rows: Iterable[Mapping[str, Any]], path: str | None
-) -> Iterator[Mapping[str, Any]]:
-    """The chain's rows; a row shape an edge cannot even read becomes a typed refusal.
-
-    Edges refuse what they recognize as wrong with precise rules; a value of an
-    unexpected JSON type deep in an old row can still trip a plain ``TypeError`` /
-    ``ValueError`` inside an edge. That is bad input, not a crash: it is reported as a
-    ``MigrationRefusedError`` (rule ``unreadable-row``) with the original error chained.
-    """
-    iterator = iter(rows)
-    while True:
-        try:
-            row = next(iterator)
-        except StopIteration:
-            return
-        except DshStoreError:
-            raise
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
-            raise MigrationRefusedError(
-                f"an older row has a shape the migration cannot read "
-                f"({type(error).__name__}: {error})",
-                rule="unreadable-row",
-                path=path,
-            ) from error
-        yield row
-
-
-def _refusal(
-    detail: str, rule: str, path: str | None, row: Mapping[str, Any], locate: Locate
-) -> MigrationRefusedError:
-    seq = row.get("seq")
-    return _model_refusal(
-        f"the upgraded event is not valid v4: {detail}",
-        rule,
-        path,
-        seq if type(seq) is int else None,
-        row.get("type"),
-        locate,
-    )
-
-
-def _model_refusal(
-    detail: str,
-    rule: str,
-    path: str | None,
-    seq: int | None,
-    event_type: object,
-    locate: Locate | None,
-) -> MigrationRefusedError:
-    """The refusal of the v4 model's check (edge :data:`MODEL_EDGE`), naming the source seq.
-
-    ``seq`` is the upgraded event's seq; ``locate`` maps it back to the source event (the
-    edges renumber). An event an edge made has no source seq: the refusal then names the
-    upgraded seq and the edge in its detail, and carries ``seq=None``.
-    """
-    kind = event_type if isinstance(event_type, str) else None
-    if seq is not None and locate is not None:
-        source, made_by = locate(seq)
-        if source is None:
-            detail = f"{detail} (upgraded seq {seq}, an event the {made_by} edge made)"
-        elif source != seq:
-            detail = f"{detail} (upgraded seq {seq}, from source seq {source})"
-        seq = source
-    return MigrationRefusedError(
-        detail, rule=rule, path=path, seq=seq, event_type=kind, edge=MODEL_EDGE
-    )
-
-
-def _with_source_line(error: MigrationRefusedError, source: Path) -> MigrationRefusedError:
-    """``error`` (a refusal naming a source seq) with that event's line and type.
-
-    The seqs a model refusal names are source seqs (the migration's locator maps them
-    back); so are those of the edges that read the source rows as they are
-    (:func:`_source_seq_edges`). A later edge's seqs are of an intermediate format: such a
-    refusal is left without a line.
-    """
-    if error.seq is None or error.line is not None:
-        return error
-    if error.edge != MODEL_EDGE and error.edge not in _source_seq_edges(source):
-        return error
-    found = _source_row(source, error.seq)
-    if found is None:
-        return error
-    line, event_type = found
-    detail = error.detail
-    if error.event_type is not None and event_type != error.event_type:
-        detail = f"{detail} (upgraded type {error.event_type!r})"
-    return MigrationRefusedError(
-        detail,
-        rule=error.rule,
-        path=error.path,
-        seq=error.seq,
-        event_type=event_type,
-        edge=error.edge,
-        line=line,
-    )
-
-
-def _source_seq_edges(source: Path) -> frozenset[str]:
-    """The edges whose refusals name seqs of ``source`` itself: the one that reads its
-    rows as they are (``"2->3"`` for a format-2 log) and, for format 0, also ``"1->2"``
-    (0->1 keeps every seq and makes no event)."""
-    from .jsonl.scan import header_version
-
-    version = header_version(source)
-    if version is None:
-        return frozenset()
-    edges = {f"{version}->{version + 1}"}
-    if version == 0:
-        edges.add("1->2")
-    return frozenset(edges)
-
-
-def _source_row(source: Path, seq: int) -> tuple[int, str | None] | None:
-    """(line, type) of the source row holding ``seq``; one more scan, only on a refusal."""
-    try:
-        for row in LogScanner(source, chunk_size=_SCAN_CHUNK).rows():
-            if row.first_seq <= seq < row.first_seq + row.seq_count:
-                kind = row.value.get("type")
-                return row.line, kind if isinstance(kind, str) else None
-            if row.first_seq > seq:
-                return None
-    except (DshStoreError, OSError):
-        return None
-    return None
-
-
-def _checked(
-    header: SessionHeader, events: Iterable[SessionEvent], path: str, locate: Locate | None
-) -> int:
-    """Run every whole-log model rule over upgraded events; a failure is a refusal."""
-    try:
-        return check_stream(header, events)
-    except EventValidationError as error:
-        raise _model_refusal(
-            f"the upgraded log breaks a v4 rule: {error.detail}",
-            error.rule,
-            path,
-            error.seq,
-            error.event_type,
-            locate,
-        ) from None
 
 
 # -- publishing ---------------------------------------------------------------------------
@@ -543,7 +244,7 @@ def _migrate_to_temp(
         with corruption_first(source):
             temp, count = _write_temp(target, header_line, events)
     except MigrationRefusedError as error:
-        raise _with_source_line(error, source) from None
+        raise with_source_line(error, source) from None
     try:
         verified = verify_published(temp)
         if verified != count:
@@ -559,10 +260,10 @@ def _migrate_to_temp(
             raise
         # A model rule broken by the upgraded log: name the source event (the temp is
         # gone); the written seq is the upgraded one.
-        refusal = _model_refusal(
+        refusal = model_refusal(
             error.detail, error.rule, str(source), error.seq, error.event_type, locate
         )
-        raise _with_source_line(refusal, source) from None
+        raise with_source_line(refusal, source) from None
     except BaseException:
         _discard(temp)
         raise
@@ -586,9 +287,9 @@ def _source_stream(
     if info.version == SESSION_FORMAT_VERSION:
         header = SessionHeader.from_json(info.value)
         return header, info.raw + b"\n", _copied_events(scanner, str(source)), None
-    header, events, locate = _upgrade(
+    header, events, locate = upgrade_located(
         info.value,
-        _scanned_rows(scanner),
+        scanned_rows(scanner),
         str(source),
         child_headers,
         None,
@@ -603,7 +304,7 @@ def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
         try:
             yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
         except EventValidationError as error:
-            raise _model_refusal(
+            raise model_refusal(
                 f"the event is not valid v4: {error.detail}",
                 error.rule,
                 path,
@@ -612,7 +313,7 @@ def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
                 None,
             ) from None
         except LosslessJsonError as error:
-            raise _model_refusal(
+            raise model_refusal(
                 str(error), "not-lossless-json", path, row.first_seq, row.value.get("type"), None
             ) from None
 
@@ -890,9 +591,9 @@ def _dry_run(
             events = probe.tee(events)
         try:
             with corruption_first(source):
-                count = _checked(header, events, str(source), locate)
+                count = check_upgraded(header, events, str(source), locate)
         except MigrationRefusedError as error:
-            raise _with_source_line(error, source) from None
+            raise with_source_line(error, source) from None
         if probe is not None:
             _accept_existing(target, probe.matches)
             return MigrationResult(source, "current", info.version, target=target, events=count)

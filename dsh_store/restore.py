@@ -35,11 +35,11 @@ from .model import (
     SessionHeader,
 )
 from .model.stream_check import StreamCheck
+from .upgrading import Locate, model_refusal, upgrade_located, with_source_line
 
 if TYPE_CHECKING:
     from .backend import StoredLogReader
     from .inspection import Inspection
-    from .migrate import Locate
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -243,7 +243,7 @@ def _open_located(
     lenient: bool = False,
 ) -> tuple[StoredLogReader, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
     """:func:`_open_events`, plus the migration's locator of an upgraded log (upgraded
-    seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log.
+    seq -> source seq, see :data:`dsh_store.upgrading.Locate`); None for a v4 log.
 
     A header ``scanner`` already read is used as read (the rows re-read its line anyway).
     """
@@ -310,9 +310,7 @@ def source_located(log: str | os.PathLike[str]) -> Iterator[None]:
     except MigrationRefusedError as error:
         from pathlib import Path
 
-        from .migrate import _with_source_line
-
-        raise _with_source_line(error, Path(log)) from None
+        raise with_source_line(error, Path(log)) from None
 
 
 def _findings(
@@ -404,9 +402,7 @@ def _model_error(
     (edge ``model``, the source seq); :func:`source_located` then adds its line.
     """
     if version != SESSION_FORMAT_VERSION and locate is not None:
-        from .migrate import _model_refusal
-
-        return _model_refusal(
+        return model_refusal(
             f"the upgraded log breaks a v4 rule: {error.detail}",
             error.rule,
             os.fspath(log),
@@ -446,10 +442,8 @@ def _upgraded(
     child_headers: tuple[Mapping[str, Any], ...] | None,
     lenient: bool = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
-    from .migrate import _upgrade
-
     try:
-        return _upgrade(
+        return upgrade_located(
             header_row,
             (row.value for row in rows),
             os.fspath(log),
