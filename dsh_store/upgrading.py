@@ -180,6 +180,7 @@ def upgrade_located(
         child_headers=child_headers,
         extras=extras or {},
         lenient=LenientLog() if lenient else None,
+        owned_rows=fresh_dicts,
     )
     # The edges take dicts: other mappings are copied, fresh dicts are handed on as they are.
     rows: Iterable[dict[str, Any]] = (

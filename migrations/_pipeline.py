@@ -5,7 +5,8 @@ frames. :func:`fused_chain` builds the same stages in the same order and pushes 
 event through them with nested loops in a single generator. Starting from format 0, the
 0->1 and 1->2 stages run as one :class:`EarlyStages`, which hands an ordinary chunk row
 (most of such a log) straight to the 1->2 fold: 0->1 would pass it on unchanged, and the
-combined test admits it for both edges at once.
+combined test admits it for both edges at once; any other row 0->1 normalizes to a known
+type reaches 1->2 without its envelope and payload checks, which 0->1 has just made.
 
 The rows, their order, the moment each ``feed``/``finish`` runs and the first refusal are
 exactly those of :func:`chain`; only the per-event overhead differs.
@@ -20,6 +21,7 @@ from . import CURRENT_VERSION, EDGES, EdgeStage, MigrationContext, Row
 from ._lenient import NoteStage
 from .packed import is_packed_row
 from .v0_to_v1 import V0ToV1Stage
+from .v0_vocabulary import EVENT_TYPES
 from .v1_to_v2 import V1ToV2Stage
 
 __all__ = ["EarlyStages", "SourceSeqs", "drive", "fused_chain", "located_chain"]
@@ -107,9 +109,15 @@ class EarlyStages:
             self._first.feed(event)
             self._second.fold_packed_row(event, out, shape_checked=True)
             return out
-        second = self._second.feed
+        second = self._second
         for row in self._first.feed(event):
-            out.extend(second(row))
+            # A known event 0->1 normalized has passed the 1->2 envelope and payload
+            # rules already (formats 0 and 1 share them): 1->2 skips checking them again.
+            kind = row["type"]
+            if kind in EVENT_TYPES and kind != "assistant/chunk" and type(row["data"]) is dict:
+                second.feed_normalized(row, out)
+            else:
+                out.extend(second.feed(row))
         return out
 
     def finish(self) -> list[Row]:
