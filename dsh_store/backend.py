@@ -118,7 +118,11 @@ class StoredLogReader(Protocol):
         ...
 
     def rows(self) -> Iterator[StoredRow]:
-        """The committed rows after the header, in seq order."""
+        """The committed rows after the header, in seq order.
+
+        Each row's decoded value is new to this call and held by nothing else: reading an
+        older log rewrites those values in place as they are upgraded.
+        """
         ...
 
     def reopen(self) -> StoredLogReader:
