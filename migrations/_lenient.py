@@ -31,6 +31,9 @@ __all__ = [
     "HEAD_BEFORE_STEP",
     "LENIENT_RULES",
     "NOTE_TYPE",
+    "SYNTHESIZED_STEP_END",
+    "SYNTHESIZED_STEP_START",
+    "SYNTHESIZED_TURN_START",
     "UNKNOWN_IGNORABLE",
     "LenientLog",
     "NoteStage",
@@ -46,6 +49,9 @@ NOTE_TYPE = "migration/note"
 
 HEAD_BEFORE_STEP = "system-head-before-first-step"
 UNKNOWN_IGNORABLE = "ignorable-unknown-event"
+SYNTHESIZED_TURN_START = "synthesized-turn-start"
+SYNTHESIZED_STEP_START = "synthesized-step-start"
+SYNTHESIZED_STEP_END = "synthesized-step-end"
 
 
 def is_carried_unknown(event: Row, event_type: str) -> bool:
@@ -157,6 +163,10 @@ class NoteStage:
         )
         for stage in reversed(self._stages[:index]):
             mapped = stage.source_seq(seq)
+            if mapped is None:
+                # An event that stage made: an unclaimed attempt stands for its first chunk.
+                made_from = getattr(stage, "made_from", None)
+                mapped = made_from(seq) if made_from is not None else None
             if mapped is None:  # cannot happen: the edges record source events only
                 break
             seq = mapped

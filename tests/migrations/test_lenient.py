@@ -28,7 +28,7 @@ from dsh_store.model import Session, SessionEvent, SessionHeader
 from dsh_store.restore import examine, read_log
 from dsh_store.verify import verify_path
 
-from .early_logs import ev, header, user
+from .early_logs import chunk, ev, header, text, user
 
 Row = dict[str, Any]
 PROMPT = "You are terse."
@@ -145,7 +145,9 @@ def test_lenient_log_derives_the_prompt_first_conversation() -> None:
     ]
 
 
-def test_lenient_cannot_place_a_head_when_no_turn_is_open() -> None:
+def test_lenient_refuses_a_message_logged_before_its_own_turn_start() -> None:
+    # The message opens a synthesized turn 1; the turn/start that follows names the same
+    # turn, so no framing can hold both without moving the message.
     rows = [
         user(0),
         ev("turn/start", 1, {"turn": 1}),
@@ -153,8 +155,93 @@ def test_lenient_cannot_place_a_head_when_no_turn_is_open() -> None:
     ]
     with pytest.raises(MigrationRefusedError) as refused:
         _upgraded(rows, lenient=True)
-    assert refused.value.rule == "surface before first step"
-    assert "not even leniently: no turn is open" in str(refused.value)
+    assert (refused.value.rule, refused.value.seq) == ("surface before first step", 1)
+    assert "not even leniently: turn 1 starts after a message" in str(refused.value)
+
+
+def pre_turn_log() -> list[Row]:
+    """A pre-turn build's log: no turn/start, step/start or step/end, two steps of chunks."""
+    return [
+        user(0, "Search, then answer."),
+        chunk(1, {"type": "block-start", "index": 0, "blockType": "text"}, step=1),
+        chunk(2, text(0, "Searching."), step=1),
+        chunk(
+            3, {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Searching."}}
+        ),
+        chunk(4, {"type": "finish", "reason": {"kind": "tool-calls"}}, step=1),
+        chunk(5, {"type": "block-start", "index": 0, "blockType": "text"}, step=2),
+        chunk(6, text(0, "Done."), step=2),
+        chunk(
+            7, {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Done."}}, step=2
+        ),
+        chunk(8, {"type": "finish", "reason": {"kind": "stop"}}, step=2),
+    ]
+
+
+def test_default_refuses_a_log_without_turn_framing() -> None:
+    with pytest.raises(MigrationRefusedError) as refused:
+        _upgraded(pre_turn_log(), lenient=False)
+    assert (refused.value.rule, refused.value.seq) == ("surface before first step", 0)
+
+
+def test_lenient_synthesizes_the_turn_and_step_framing_and_notes_each_event() -> None:
+    out = _upgraded(pre_turn_log(), lenient=True)
+    assert [(row["type"], row["data"].get("turn"), row["data"].get("step")) for row in out] == [
+        ("turn/start", 1, None),  # synthesized: the message opens turn 1
+        ("system/message", 1, 1),  # the head, before the message
+        ("user/message", None, None),
+        ("step/start", 1, 1),  # synthesized before step 1's attempt
+        ("assistant/attempt", 1, 1),
+        ("step/end", 1, 1),  # synthesized: step 2's attempt ends step 1
+        ("step/start", 1, 2),
+        ("assistant/attempt", 1, 2),
+        ("migration/note", None, None),
+    ]
+    assert [row["seq"] for row in out] == list(range(len(out)))
+    assert out[0]["time"] == out[2]["time"]  # a synthesized event has its anchor's time
+    assert out[3]["time"] == out[4]["time"] and out[5]["time"] == out[7]["time"]
+    changes = out[-1]["data"]["changes"]
+    # Each synthesized event is placed by the source event it precedes: an attempt folded
+    # from chunks by its first chunk.
+    assert [(c["change"], c["sourceSeq"]) for c in changes] == [
+        ("synthesized-turn-start", 0),
+        ("system-head-before-first-step", 0),
+        ("synthesized-step-start", 1),
+        ("synthesized-step-end", 5),
+        ("synthesized-step-start", 5),
+    ]
+    assert changes[0]["turn"] == 1
+    assert (changes[2]["turn"], changes[2]["step"]) == (1, 1)
+    assert (changes[3]["turn"], changes[3]["step"]) == (1, 1)
+    assert (changes[4]["turn"], changes[4]["step"]) == (1, 2)
+
+
+def test_a_lenient_log_without_framing_loads_as_an_open_turn(tmp_path: Path) -> None:
+    source = _write(tmp_path / "old.jsonl", pre_turn_log())
+    output = tmp_path / "new.jsonl"
+    assert migrate_file(source, output=output, lenient=True).status == "migrated"
+    published = read_log(output)  # the default reader: plain v4, turn 1 left open
+    assert published.events[-1].type == "migration/note"
+    session = Session.from_restore(published.header, list(published.events))
+    assert [(m["role"], m["content"]) for m in session.derive_messages()] == [
+        ("user", [{"type": "text", "text": "Search, then answer."}]),
+    ]
+    (report,) = verify_path(source)
+    assert report.lenient_would_migrate is True
+
+
+def test_a_step_scoped_event_of_another_turn_gets_no_framing() -> None:
+    # Framing is only synthesized for the open turn's next step: an attempt naming turn 3
+    # while turn 1 is open is left to the usual rules, with nothing invented for it.
+    out = _upgraded([user(0), chunk(1, text(0, "x"), turn=3, step=1)], lenient=True)
+    assert [row["type"] for row in out] == [
+        "turn/start",
+        "system/message",
+        "user/message",
+        "assistant/attempt",
+        "migration/note",
+    ]
+    assert "synthesized-step-start" not in [c["change"] for c in out[-1]["data"]["changes"]]
 
 
 def test_the_v2_edge_records_the_head_by_its_input_seq() -> None:
@@ -323,7 +410,8 @@ def test_migrate_file_lenient_publishes_a_log_every_reader_accepts(tmp_path: Pat
 
 def test_verify_says_which_refused_files_the_opt_in_would_migrate(tmp_path: Path) -> None:
     yes = _write(tmp_path / "yes.jsonl", user_first_log())
-    no = _write(tmp_path / "no.jsonl", [user(0)])
+    no_rows = [user(0), ev("turn/start", 1, {"turn": 1})]  # the message precedes its turn
+    no = _write(tmp_path / "no.jsonl", no_rows)
     plain = _write(tmp_path / "plain.jsonl", [*_with_unknown(ignorable=True)[:3]])
     (report,) = verify_path(yes)
     assert report.classification == "refused"
