@@ -30,6 +30,7 @@ from . import Row
 __all__ = [
     "HEAD_BEFORE_STEP",
     "LENIENT_RULES",
+    "LONE_SURROGATE",
     "NOTE_TYPE",
     "SYNTHESIZED_STEP_END",
     "SYNTHESIZED_STEP_START",
@@ -41,7 +42,9 @@ __all__ = [
     "unknown_change",
 ]
 
-LENIENT_RULES = frozenset({"surface before first step", "unknown-event-type", "unknown event type"})
+LENIENT_RULES = frozenset(
+    {"surface before first step", "unknown-event-type", "unknown event type", "lone-surrogate"}
+)
 """The refusal rules the lenient opt-in can lift (a verify hint re-checks only these)."""
 
 NOTE_TYPE = "migration/note"
@@ -52,6 +55,11 @@ UNKNOWN_IGNORABLE = "ignorable-unknown-event"
 SYNTHESIZED_TURN_START = "synthesized-turn-start"
 SYNTHESIZED_STEP_START = "synthesized-step-start"
 SYNTHESIZED_STEP_END = "synthesized-step-end"
+LONE_SURROGATE = "lone-surrogate-replaced"
+
+_SOURCE = "source"
+"""The recording place of a change made while reading the source file (no edge): its
+seq is the source seq."""
 
 
 def is_carried_unknown(event: Row, event_type: str) -> bool:
@@ -92,6 +100,12 @@ class LenientLog:
     def record(self, edge: str, input_seq: int, change: dict[str, Any]) -> None:
         """Record ``change`` (a JSON object with at least ``change``) made by ``edge``."""
         self.entries.append((edge, input_seq, change))
+
+    def record_lone_surrogates(self, seq: int, line: int, found: list[tuple[str, str]]) -> None:
+        """Record that the source row ``seq`` (physical ``line``) was read with each lone
+        surrogate in ``found`` (``(JSON path, code unit)`` pairs) replaced by U+FFFD."""
+        replaced = [{"jsonPath": path, "codeUnit": unit} for path, unit in found]
+        self.record(_SOURCE, seq, {"change": LONE_SURROGATE, "line": line, "replaced": replaced})
 
 
 class NoteStage:
@@ -159,7 +173,7 @@ class NoteStage:
         """The source file's seq of ``seq`` on the input of ``edge``."""
         index = next(
             (i for i, stage in enumerate(self._stages) if stage.edge_name == edge),
-            0,  # the fused 0->1 stage keeps seqs: its input is the source
+            0,  # the fused 0->1 stage keeps seqs, the source read has none: source seqs
         )
         for stage in reversed(self._stages[:index]):
             mapped = stage.source_seq(seq)

@@ -48,6 +48,7 @@ __all__ = [
     "packed_row_count",
     "packed_row_problem",
     "read_header_line",
+    "replace_lone_surrogates",
     "row_problem",
     "unparsable_reason",
 ]
@@ -108,6 +109,65 @@ def lone_surrogate(raw: bytes) -> tuple[str, str] | None:
     except (ValueError, RecursionError):
         return None
     return _first_lone_surrogate(value, "$")
+
+
+def replace_lone_surrogates(raw: bytes) -> tuple[Any, list[tuple[str, str]]] | None:
+    """For a line the decoder refused: its value with every lone UTF-16 surrogate (in a
+    string or a key) replaced by U+FFFD, and the ``(JSON path, code unit)`` of each, in
+    document order; None when the line holds none or is not otherwise valid JSON.
+
+    The value is checked to be one the line decoder could have produced (no integer
+    beyond 64 bits), so the replacement is the line's only change.
+    """
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+    found: list[tuple[str, str]] = []
+    try:
+        value = _replaced(value, "$", found)
+    except _KeysMerged:
+        return None  # two keys that differ only in their lone surrogates: not one change
+    if not found:
+        return None
+    try:
+        orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return value, found
+
+
+def _replaced(value: Any, path: str, found: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        return _replaced_text(value, path, found)
+    if isinstance(value, list):
+        return [_replaced(item, f"{path}[{index}]", found) for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            step = path + _step(key)
+            out[_replaced_text(key, step, found)] = _replaced(item, step, found)
+        if len(out) != len(value):
+            raise _KeysMerged
+        return out
+    return value
+
+
+class _KeysMerged(Exception):
+    pass
+
+
+def _replaced_text(text: str, path: str, found: list[tuple[str, str]]) -> str:
+    if _lone_unit(text) is None:
+        return text
+    chars = list(text)
+    for index, char in enumerate(chars):
+        if 0xD800 <= ord(char) <= 0xDFFF:
+            found.append((path, f"U+{ord(char):04X}"))
+            chars[index] = "\ufffd"
+    return "".join(chars)
 
 
 def _lone_unit(text: str) -> str | None:

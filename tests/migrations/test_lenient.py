@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from dsh_store.errors import EventValidationError, MigrationRefusedError
+from dsh_store.errors import EventValidationError, LoneSurrogateError, MigrationRefusedError
+from dsh_store.jsonl.scan import LogScanner
 from dsh_store.migrate import migrate_file, upgrade
 from dsh_store.migrations import MigrationContext
 from dsh_store.migrations._lenient import LenientLog
@@ -448,3 +449,89 @@ def test_the_layered_chain_and_the_fused_driver_agree_under_lenient() -> None:
     fused = list(fused_chain(header(), [dict(row) for row in rows], context())[1])
     assert layered == fused
     assert [change["sourceSeq"] for change in fused[-1]["data"]["changes"]] == [1, 3]
+
+
+# -- lone surrogates -------------------------------------------------------------------
+
+
+def _broken_text_log(path: Path) -> Path:
+    """A format-0 log whose user text holds two lone surrogates, as DSH's writer escapes
+    them (``JSON.stringify`` of half a pair), and a paired one that is a real character."""
+    rows = [
+        ev("turn/start", 0, {"turn": 1}),
+        ev("step/start", 1, {"turn": 1, "step": 1}),
+        user(2, "look \ud83d here \udc00 and \U0001f600"),
+    ]
+    _write(path, rows)
+    assert b"\\ud83d here \\udc00 and \\ud83d\\ude00" in path.read_bytes()
+    return path
+
+
+def test_default_refuses_a_lone_surrogate_and_verify_offers_the_opt_in(tmp_path: Path) -> None:
+    source = _broken_text_log(tmp_path / "old.jsonl")
+    with pytest.raises(LoneSurrogateError):
+        read_log(source)
+    (report,) = verify_path(source)
+    assert report.classification == "corrupt"
+    assert report.lenient_would_migrate is True
+    assert "`--lenient` would migrate it, replacing each lone surrogate" in (
+        report.findings[-1].message
+    )
+    assert report.to_json()["lenientWouldMigrate"] is True
+
+
+def test_lenient_replaces_lone_surrogates_and_notes_where(tmp_path: Path) -> None:
+    source = _broken_text_log(tmp_path / "old.jsonl")
+    before = source.read_bytes()
+    output = tmp_path / "new.jsonl"
+    assert migrate_file(source, output=output, lenient=True).status == "migrated"
+    assert source.read_bytes() == before
+    published = read_log(output)  # the default reader: valid UTF-8 text now
+    message = next(e for e in published.events if e.type == "user/message")
+    assert message.data["content"] == [
+        {"type": "text", "text": "look \ufffd here \ufffd and \U0001f600"}
+    ]
+    note = published.events[-1]
+    assert note.type == "migration/note"
+    assert note.data["changes"] == [
+        {
+            "change": "lone-surrogate-replaced",
+            "sourceSeq": 2,
+            "line": 4,
+            "replaced": [
+                {"jsonPath": "$.data.content[0].text", "codeUnit": "U+D83D"},
+                {"jsonPath": "$.data.content[0].text", "codeUnit": "U+DC00"},
+            ],
+        }
+    ]
+    lenient_read = read_log(source, lenient=True)
+    assert [e.line for e in lenient_read.events] == [e.line for e in published.events]
+    (report,) = verify_path(source, lenient=True)
+    assert report.classification == "open-turn"
+    assert "lone-surrogate-replaced at source seq 2" in report.findings[-1].message
+
+
+def test_a_lone_surrogate_in_a_key_is_replaced_and_a_v4_log_stays_refused(
+    tmp_path: Path,
+) -> None:
+    bad = b'{"type":"tool/progress","seq":0,"time":3,"data":{"k\\udbff":1}}'
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(json.dumps(header()).encode() + b"\n" + bad + b"\n")
+    scanner = LogScanner(old)
+    seen: list[tuple[int, int, list[tuple[str, str]]]] = []
+    scanner.on_lone_surrogates = lambda seq, line, found: seen.append((seq, line, found))
+    (row,) = scanner.rows()
+    assert row.value["data"] == {"k\ufffd": 1}
+    assert seen == [(0, 2, [('$.data["k\\udbff"]', "U+DBFF")])]
+    current = tmp_path / "v4.jsonl"
+    current.write_bytes(json.dumps(header(4, isSeeded=False)).encode() + b"\n" + bad + b"\n")
+    with pytest.raises(LoneSurrogateError):
+        read_log(current, lenient=True)  # no v4 writer produces one: never replaced
+
+
+def test_keys_that_differ_only_in_lone_surrogates_stay_refused(tmp_path: Path) -> None:
+    bad = b'{"type":"tool/progress","seq":0,"time":3,"data":{"k\\udbff":1,"k\\udfff":2}}'
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(json.dumps(header()).encode() + b"\n" + bad + b"\n")
+    with pytest.raises(LoneSurrogateError):
+        read_log(old, lenient=True)
