@@ -34,6 +34,7 @@ __all__ = [
     "NOTE_TYPE",
     "SYNTHESIZED_STEP_END",
     "SYNTHESIZED_STEP_START",
+    "SYNTHESIZED_TURN_END",
     "SYNTHESIZED_TURN_START",
     "UNKNOWN_IGNORABLE",
     "LenientLog",
@@ -55,8 +56,10 @@ UNKNOWN_IGNORABLE = "ignorable-unknown-event"
 SYNTHESIZED_TURN_START = "synthesized-turn-start"
 SYNTHESIZED_STEP_START = "synthesized-step-start"
 SYNTHESIZED_STEP_END = "synthesized-step-end"
+SYNTHESIZED_TURN_END = "synthesized-turn-end"
 LONE_SURROGATE = "lone-surrogate-replaced"
 
+_AT_END = "end"
 _SOURCE = "source"
 """The recording place of a change made while reading the source file (no edge): its
 seq is the source seq."""
@@ -100,6 +103,10 @@ class LenientLog:
     def record(self, edge: str, input_seq: int, change: dict[str, Any]) -> None:
         """Record ``change`` (a JSON object with at least ``change``) made by ``edge``."""
         self.entries.append((edge, input_seq, change))
+
+    def record_at_end(self, change: dict[str, Any]) -> None:
+        """Record ``change`` made after the last source event (listed with ``atEnd``)."""
+        self.entries.append((_AT_END, -1, change))
 
     def record_lone_surrogates(self, seq: int, line: int, found: list[tuple[str, str]]) -> None:
         """Record that the source row ``seq`` (physical ``line``) was read with each lone
@@ -159,7 +166,11 @@ class NoteStage:
     def _changes(self) -> list[dict[str, Any]]:
         seen: set[tuple[str, int]] = set()
         out: list[dict[str, Any]] = []
+        at_end: list[dict[str, Any]] = []
         for edge, seq, change in self._log.entries:
+            if edge == _AT_END:
+                at_end.append({"change": change["change"], "atEnd": True, **_rest(change)})
+                continue
             source = self._source_of(edge, seq)
             key = (str(change["change"]), source)
             if key in seen:  # an event carried by several edges is one change
@@ -167,7 +178,7 @@ class NoteStage:
             seen.add(key)
             out.append({"change": change["change"], "sourceSeq": source, **_rest(change)})
         out.sort(key=lambda change: (change["sourceSeq"], change["change"]))
-        return out
+        return out + at_end
 
     def _source_of(self, edge: str, seq: int) -> int:
         """The source file's seq of ``seq`` on the input of ``edge``."""

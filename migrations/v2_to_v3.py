@@ -27,6 +27,7 @@ from ._lenient import (
     HEAD_BEFORE_STEP,
     SYNTHESIZED_STEP_END,
     SYNTHESIZED_STEP_START,
+    SYNTHESIZED_TURN_END,
     SYNTHESIZED_TURN_START,
     is_carried_unknown,
     unknown_change,
@@ -75,6 +76,7 @@ _SYNTHESIZED_CHANGES = {
     "turn/start": SYNTHESIZED_TURN_START,
     "step/start": SYNTHESIZED_STEP_START,
     "step/end": SYNTHESIZED_STEP_END,
+    "turn/end": SYNTHESIZED_TURN_END,
 }
 
 
@@ -137,6 +139,8 @@ class _V2ToV3Stage(RenumberingStage):
         # open turn's turn/start was synthesized and no step has opened in it yet.
         self._last_turn: Any = 0
         self._bare_synthesized_turn = False
+        self._synthesized_turn: Any = None  # the open turn, when its turn/start was made
+        self._last_time: Any = header.get("createdAt", 0)
 
     # -- protocol -----------------------------------------------------------------
 
@@ -165,12 +169,16 @@ class _V2ToV3Stage(RenumberingStage):
             self._open_turn, self._last_step = event["data"]["turn"], 0
             self._last_turn = self._open_turn
         elif event_type == "turn/end":
-            self._open_step = self._open_turn = None
+            self._open_step = self._open_turn = self._synthesized_turn = None
+        self._last_time = event.get("time", self._last_time)
         return out
 
     def finish(self) -> Iterable[Row]:
         self._check_cut()
-        return ()
+        out: list[Row] = []
+        if self._lenient is not None and self._synthesized_turn is not None:
+            self._close_synthesized_turn(None, out)
+        return out
 
     # -- admission ------------------------------------------------------------------
 
@@ -306,7 +314,10 @@ class _V2ToV3Stage(RenumberingStage):
         """
         assert self._lenient is not None
         data = event["data"]
-        if event_type == "turn/start" and self._bare_synthesized_turn:
+        if event_type == "turn/start" and self._synthesized_turn is not None:
+            if not self._bare_synthesized_turn:
+                self._close_synthesized_turn(seq, out)
+                return
             self._fail(
                 "surface before first step cannot acquire a system head without changing "
                 f"chronology (not even leniently: turn {data.get('turn')!r} starts after a "
@@ -326,6 +337,7 @@ class _V2ToV3Stage(RenumberingStage):
             out.append(self._framing(event, seq, "turn/start", {"turn": turn}))
             self._open_turn, self._last_step, self._last_turn = turn, 0, turn
             self._bare_synthesized_turn = True
+            self._synthesized_turn = turn
         if not scoped or data.get("turn") != self._open_turn:
             return
         step = data.get("step")
@@ -350,10 +362,25 @@ class _V2ToV3Stage(RenumberingStage):
                 self._head_seq = head["seq"]
                 out.append(head)
 
-    def _framing(self, anchor: Row, seq: int, event_type: str, data: dict[str, Any]) -> Row:
-        """A synthesized framing event just before source event ``seq``, recorded."""
+    def _close_synthesized_turn(self, seq: int | None, out: list[Row]) -> None:
+        """End the open turn whose turn/start was synthesized (and its open step) before
+        source event ``seq``, or at the end of the log (``None``): the source never opened
+        it, so nothing of it is left open for a load to close (DSH's reader closes
+        nothing there either). The reason is ``interrupted``: the source says no more."""
+        turn = self._open_turn
+        anchor = {"time": self._last_time}
+        if self._open_step is not None:
+            step = {"turn": turn, "step": self._open_step[1]}
+            out.append(self._framing(anchor, seq, "step/end", step))
+        reason = {"turn": turn, "reason": {"kind": "interrupted"}}
+        out.append(self._framing(anchor, seq, "turn/end", reason))
+        self._open_step = self._open_turn = self._synthesized_turn = None
+
+    def _framing(self, anchor: Row, seq: int | None, event_type: str, data: dict[str, Any]) -> Row:
+        """A synthesized framing event just before source event ``seq`` (at the end of the
+        log for ``None``), recorded."""
         assert self._lenient is not None
-        self._shift.insert_before(seq)
+        self._shift.insert_before(self._next_source_seq if seq is None else seq)
         row: Row = {
             "type": event_type,
             "seq": self._take_target_seq(),
@@ -361,7 +388,10 @@ class _V2ToV3Stage(RenumberingStage):
             "data": data,
         }
         change = _SYNTHESIZED_CHANGES[event_type]
-        self._lenient.record(EDGE_NAME, seq, {"change": change, **data})
+        if seq is None:
+            self._lenient.record_at_end({"change": change, **data})
+        else:
+            self._lenient.record(EDGE_NAME, seq, {"change": change, **data})
         return row
 
     def _head(self, step_start: Row, seq: int) -> Row:

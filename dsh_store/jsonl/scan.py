@@ -741,7 +741,8 @@ class LogScanner:
         if version < CURRENT_VERSION:
             remedy = (
                 "DSH, which writes such strings, still reads it; dsh-store reads text only as "
-                "Unicode characters and does not migrate the log"
+                "Unicode characters: `dsh-store migrate --lenient` migrates the log with "
+                "U+FFFD in place of each lone surrogate"
             )
         else:
             remedy = (

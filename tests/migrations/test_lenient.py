@@ -196,32 +196,42 @@ def test_lenient_synthesizes_the_turn_and_step_framing_and_notes_each_event() ->
         ("step/end", 1, 1),  # synthesized: step 2's attempt ends step 1
         ("step/start", 1, 2),
         ("assistant/attempt", 1, 2),
+        ("step/end", 1, 2),  # synthesized at the end: the source never opened the turn,
+        ("turn/end", 1, None),  # so nothing of it is left for a load to close
         ("migration/note", None, None),
     ]
+    assert out[-2]["data"]["reason"] == {"kind": "interrupted"}
+    assert out[-2]["time"] == out[-4]["time"]  # the last event's time
     assert [row["seq"] for row in out] == list(range(len(out)))
     assert out[0]["time"] == out[2]["time"]  # a synthesized event has its anchor's time
     assert out[3]["time"] == out[4]["time"] and out[5]["time"] == out[7]["time"]
     changes = out[-1]["data"]["changes"]
     # Each synthesized event is placed by the source event it precedes: an attempt folded
     # from chunks by its first chunk.
-    assert [(c["change"], c["sourceSeq"]) for c in changes] == [
+    assert [(c["change"], c.get("sourceSeq")) for c in changes] == [
         ("synthesized-turn-start", 0),
         ("system-head-before-first-step", 0),
         ("synthesized-step-start", 1),
         ("synthesized-step-end", 5),
         ("synthesized-step-start", 5),
+        ("synthesized-step-end", None),
+        ("synthesized-turn-end", None),
     ]
+    assert [c.get("atEnd") for c in changes][-2:] == [True, True]
+    assert changes[-1]["reason"] == {"kind": "interrupted"}
     assert changes[0]["turn"] == 1
     assert (changes[2]["turn"], changes[2]["step"]) == (1, 1)
     assert (changes[3]["turn"], changes[3]["step"]) == (1, 1)
     assert (changes[4]["turn"], changes[4]["step"]) == (1, 2)
 
 
-def test_a_lenient_log_without_framing_loads_as_an_open_turn(tmp_path: Path) -> None:
+def test_a_lenient_log_without_framing_loads_with_nothing_to_close(tmp_path: Path) -> None:
     source = _write(tmp_path / "old.jsonl", pre_turn_log())
     output = tmp_path / "new.jsonl"
     assert migrate_file(source, output=output, lenient=True).status == "migrated"
-    published = read_log(output)  # the default reader: plain v4, turn 1 left open
+    published = read_log(output)  # the default reader: plain v4
+    assert published.closers == ()  # as DSH's reader appends nothing to such a log
+    assert examine(output).classification == "ok"
     assert published.events[-1].type == "migration/note"
     session = Session.from_restore(published.header, list(published.events))
     assert [(m["role"], m["content"]) for m in session.derive_messages()] == [
@@ -229,6 +239,21 @@ def test_a_lenient_log_without_framing_loads_as_an_open_turn(tmp_path: Path) -> 
     ]
     (report,) = verify_path(source)
     assert report.lenient_would_migrate is True
+
+
+def test_a_synthesized_turn_is_ended_before_the_next_real_turn() -> None:
+    rows = [*pre_turn_log()[:5], ev("turn/start", 5, {"turn": 2}), user(6)]
+    rows += [ev("turn/end", 7, {"turn": 2, "reason": {"kind": "completed"}})]
+    out = _upgraded(rows, lenient=True)
+    types = [row["type"] for row in out]
+    start = types.index("turn/start", 1)
+    assert types[start - 2 : start + 1] == ["step/end", "turn/end", "turn/start"]
+    assert out[start - 1]["data"] == {"turn": 1, "reason": {"kind": "interrupted"}}
+    changes = out[-1]["data"]["changes"]
+    ended = [c for c in changes if c["change"] == "synthesized-turn-end"]
+    assert ended == [
+        {"change": "synthesized-turn-end", "sourceSeq": 5, "turn": 1, "reason": ended[0]["reason"]}
+    ]
 
 
 def test_a_step_scoped_event_of_another_turn_gets_no_framing() -> None:
@@ -240,6 +265,7 @@ def test_a_step_scoped_event_of_another_turn_gets_no_framing() -> None:
         "system/message",
         "user/message",
         "assistant/attempt",
+        "turn/end",
         "migration/note",
     ]
     assert "synthesized-step-start" not in [c["change"] for c in out[-1]["data"]["changes"]]
