@@ -512,7 +512,7 @@ def verify_published(path: str | os.PathLike[str]) -> int:
         header = SessionHeader.from_json(info.value)
         count = check_stream(
             header,
-            (SessionEvent.from_json(row.value, line=row.raw + b"\n") for row in scanner.rows()),
+            (SessionEvent.from_json(row.value, line=row.raw) for row in scanner.rows()),
         )
     except EventValidationError as error:
         # The written log breaks a model rule: the refusal carries that rule.
@@ -620,7 +620,7 @@ def _source_stream(
 def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
     for row in scanner.rows():
         try:
-            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+            yield SessionEvent.from_json(row.value, line=row.raw)
         except EventValidationError as error:
             raise _model_refusal(
                 f"the event is not valid v4: {error.detail}",

@@ -375,7 +375,7 @@ def _current_events(
 ) -> Iterator[SessionEvent]:
     for row in rows:
         try:
-            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+            yield SessionEvent.from_json(row.value, line=row.raw)
         except (EventValidationError, LosslessJsonError) as error:
             raise _row_error(error, log, row) from None
 

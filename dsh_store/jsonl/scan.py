@@ -43,7 +43,9 @@ from ..jsonvalue import duplicate_key
 from ..records import Finding, HeaderInfo, ScannedRow, TornTail
 from .rows import (
     CURRENT_VERSION,
+    LONG_LINE_BYTES,
     PACKED_ROW_TYPES,
+    decode_long_line,
     framing_findings,
     lone_surrogate,
     packed_row_count,
@@ -84,6 +86,7 @@ run of NUL bytes are committed history, not the rest of the write in flight
 """
 
 _TURN_END_MARK = b'"turn/end"'
+_LONG_LINE = LONG_LINE_BYTES
 _PACKED = PACKED_ROW_TYPES
 
 
@@ -486,6 +489,7 @@ class LogScanner:
         version = header.version
         old_rows = version < CURRENT_VERSION
         loads = orjson.loads
+        long_line = _LONG_LINE
         dumps = orjson.dumps
         decode_error = orjson.JSONDecodeError
         new_row = tuple.__new__
@@ -510,7 +514,7 @@ class LogScanner:
                     if crlf_first is None:
                         crlf_first = (line_no, offset)
                 try:
-                    value = loads(raw)
+                    value = loads(raw) if len(raw) < long_line else decode_long_line(raw)
                 except decode_error:
                     value = _UNREAD
                     if type(raw) is not _Elided:
