@@ -54,6 +54,7 @@ from .upgrading import (
     Locate,
     check_upgraded,
     classify_header,
+    lenient_source,
     model_refusal,
     scanned_rows,
     upgrade,
@@ -194,7 +195,7 @@ def verify_published(path: str | os.PathLike[str]) -> int:
         header = SessionHeader.from_json(info.value)
         count = check_stream(
             header,
-            (SessionEvent.from_json(row.value, line=row.raw + b"\n") for row in scanner.rows()),
+            (SessionEvent.from_json(row.value, line=row.raw) for row in scanner.rows()),
         )
     except EventValidationError as error:
         # The written log breaks a model rule: the refusal carries that rule.
@@ -294,7 +295,7 @@ def _source_stream(
         child_headers,
         None,
         fresh_dicts=True,
-        lenient=lenient,
+        lenient=lenient_source(scanner, lenient),
     )
     return header, header.encode(), events, locate
 
@@ -302,7 +303,7 @@ def _source_stream(
 def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
     for row in scanner.rows():
         try:
-            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+            yield SessionEvent.from_json(row.value, line=row.raw)
         except EventValidationError as error:
             raise model_refusal(
                 f"the event is not valid v4: {error.detail}",

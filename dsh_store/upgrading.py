@@ -31,12 +31,15 @@ from .model.stream_check import check_stream
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .migrations._lenient import LenientLog
+
 __all__ = [
     "HEADER_CLASSES",
     "MODEL_EDGE",
     "Locate",
     "check_upgraded",
     "classify_header",
+    "lenient_source",
     "model_refusal",
     "scanned_rows",
     "upgrade",
@@ -155,9 +158,12 @@ def upgrade_located(
     extras: Mapping[str, Any] | None,
     *,
     fresh_dicts: bool,
-    lenient: bool = False,
+    lenient: bool | LenientLog = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
     """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's).
+
+    ``lenient`` may be the :class:`LenientLog` the read of the source already records
+    into (see :func:`lenient_source`).
 
     The third value maps an upgraded seq back to its source (``None`` for a v4 input,
     whose seqs are the source's).
@@ -179,7 +185,7 @@ def upgrade_located(
         session_id=header_json.get("id"),
         child_headers=child_headers,
         extras=extras or {},
-        lenient=LenientLog() if lenient else None,
+        lenient=lenient if isinstance(lenient, LenientLog) else LenientLog() if lenient else None,
         owned_rows=fresh_dicts,
     )
     # The edges take dicts: other mappings are copied, fresh dicts are handed on as they are.
@@ -198,6 +204,19 @@ def upgrade_located(
             path=path,
         ) from None
     return header, _events(v4_rows, path, sources.locate), sources.locate
+
+
+def lenient_source(reader: object, lenient: bool) -> bool | LenientLog:
+    """The ``lenient`` of :func:`upgrade_located` for a log read by ``reader``: with the
+    opt-in and a log file's scanner, a note whose scan replaces lone surrogates and records
+    each (docs/migrations.md, "The lenient opt-in")."""
+    if not lenient or not isinstance(reader, LogScanner):
+        return lenient
+    from .migrations._lenient import LenientLog
+
+    log = LenientLog()
+    reader.on_lone_surrogates = log.record_lone_surrogates
+    return log
 
 
 def scanned_rows(scanner: LogScanner) -> Iterator[dict[str, Any]]:
