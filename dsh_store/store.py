@@ -50,7 +50,6 @@ from .jsonl.writebehind import (
     DEFAULT_MAX_PENDING_BYTES,
     DEFAULT_WINDOW_S,
 )
-from .jsonl.zstd_frames import is_zstd_log
 from .live import AsyncLiveSession, AsyncOpening, LiveSession, _Handle
 from .model import (
     SESSION_FORMAT_VERSION,
@@ -400,12 +399,12 @@ class SessionStore:
             )
         if not inspection.needs_repair:
             return inspection, session
-        if is_zstd_log(inspection.path):  # the frame repair keeps a torn frame's records
-            repaired = self._commit_repair(inspection)
+        outcome = self.backend.commit_repair(inspection.path, repair_request(inspection))
+        if outcome.read_back:  # e.g. a torn zstd frame's records kept in a new frame
+            repaired = self._read(inspection.path)
             return repaired, Session.from_restore(
                 repaired.header, repaired.events, resume=True, clock=self._clock
             )
-        self.backend.commit_repair(inspection.path, repair_request(inspection))
         repaired = dataclasses.replace(
             inspection,
             events=inspection.balanced,
