@@ -33,6 +33,7 @@ from .errors import (
     AmbiguousSessionError,
     CorruptLogError,
     DshStoreError,
+    EncodingConversionPendingError,
     EventValidationError,
     NeedsMigrationError,
     SessionExistsError,
@@ -578,8 +579,7 @@ class JsonlStore(SessionStore):
         under the root, or ``raw`` for a root without one. Detected once.
         """
         if self._encoding is None:
-            first = next(iter(self.session_logs()), None)
-            self._encoding = "raw" if first is None else layout.encoding_of(first.name)
+            self._encoding = layout.root_encoding(str(self.root)) or "raw"
         return self._encoding
 
     def _new_log_path(self, session_id: str, cwd: str | None) -> Path:
@@ -587,10 +587,29 @@ class JsonlStore(SessionStore):
         return layout.session_dir(self.root, session_id, cwd) / name
 
     def _check_encoding(self, log: Path) -> None:
-        """Refuse to write a log of the other encoding than the store's."""
+        """Refuse to read or write a log of the other encoding than the store's, or one
+        whose directory also holds the other encoding's (an interrupted conversion)."""
         found = layout.encoding_of(log.name)
         if found != self.encoding:
             raise StoreEncodingError(str(log), found, self.encoding)
+        twin = layout.encoding_twin(str(log))
+        if twin is not None:
+            raise EncodingConversionPendingError(str(log), twin)
+
+    def _find(self, session_id: str) -> Path | None:
+        """The stored log of ``session_id``, refused when it is not in the store's encoding."""
+        log = self.backend.find(session_id)
+        if log is not None:
+            self._check_encoding(log)
+        return log
+
+    def _misfiled(self, entry: HeaderEntry) -> bool:
+        """Also refuses (raises) a listed log of the other encoding than the store's."""
+        self._check_encoding(entry.location)
+        location = entry.location
+        return (
+            row_binding(self.root, location.parent, entry.header.value, path=location) is not None
+        )
 
     @property
     def _where(self) -> str:
@@ -599,12 +618,6 @@ class JsonlStore(SessionStore):
     def _check_identity(self, inspection: Inspection, session_id: str) -> None:
         """Also refuse a log whose header and cwd derive another directory (binding)."""
         _check_identity(inspection, session_id, self.root)
-
-    def _misfiled(self, entry: HeaderEntry) -> bool:
-        location = entry.location
-        return (
-            row_binding(self.root, location.parent, entry.header.value, path=location) is not None
-        )
 
     def _restore(self, log: Path, *, resume: bool = False) -> tuple[Inspection, Session]:
         reader = self.backend.read(log)

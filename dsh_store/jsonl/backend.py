@@ -37,7 +37,12 @@ from .scan import LogScanner, revision_of
 from .zstd_frames import is_zstd_log
 from .zstd_repair import commit_zstd_repair
 
-__all__ = ["ENCODINGS", "JsonlBackend", "newest_generation", "revision_of"]
+__all__ = [
+    "ENCODINGS",
+    "JsonlBackend",
+    "newest_generation",
+    "revision_of",
+]
 
 ENCODINGS: Final = ("raw",)
 """The encodings this backend writes and reads."""
@@ -258,7 +263,8 @@ def newest_generation(directory: Path) -> Path | None:
         version = layout.generation_version(entry.name)
         if version is None or not entry.is_file():
             continue
-        if best is None or version > best[0]:
+        # Both encodings of one generation (an interrupted conversion): raw, by name.
+        if best is None or (version, best[1].name) > (best[0], entry.name):
             best = (version, entry)
     return None if best is None else best[1]
 
