@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_store.errors import CorruptLogError, StoreEncodingError
+from dsh_store.errors import CorruptLogError, NotASessionError, StoreEncodingError
 from dsh_store.jsonl.backend import JsonlBackend
 from dsh_store.jsonl.repair import intent_path, sidecar_path
 from dsh_store.jsonl.scan import LogScanner
@@ -251,3 +251,18 @@ def test_a_failed_frame_write_rolls_back(
     live.flush()  # the batch stayed queued: the retry writes it as one frame
     live.close()
     assert read_log(log).events[-1].type == "turn/start"
+
+
+def test_a_cut_header_frame_is_no_session_even_with_its_line_whole(tmp_path: Path) -> None:
+    """Frame 0 is published whole: cut anywhere, also only in its checksum trailer (its
+    line decodes whole), the log has no verified header, as DSH's reader says."""
+    log = _record(tmp_path / "z", "zstd")
+    header_end = _frames(log)[0][1]
+    copy = tmp_path / "c" / "session.v4.jsonl.zstd"
+    copy.parent.mkdir()
+    for cut in range(1, header_end):
+        copy.write_bytes(log.read_bytes()[:cut])
+        with pytest.raises(NotASessionError):
+            read_log(copy)
+    copy.write_bytes(log.read_bytes()[:header_end])
+    assert read_log(copy).events == ()
