@@ -603,14 +603,6 @@ class JsonlStore(SessionStore):
             self._check_encoding(log)
         return log
 
-    def _misfiled(self, entry: HeaderEntry) -> bool:
-        """Also refuses (raises) a listed log of the other encoding than the store's."""
-        self._check_encoding(entry.location)
-        location = entry.location
-        return (
-            row_binding(self.root, location.parent, entry.header.value, path=location) is not None
-        )
-
     @property
     def _where(self) -> str:
         return str(self.root)
@@ -618,6 +610,14 @@ class JsonlStore(SessionStore):
     def _check_identity(self, inspection: Inspection, session_id: str) -> None:
         """Also refuse a log whose header and cwd derive another directory (binding)."""
         _check_identity(inspection, session_id, self.root)
+
+    def _misfiled(self, entry: HeaderEntry) -> bool:
+        """Also refuses (raises) a listed log of the other encoding than the store's."""
+        self._check_encoding(entry.location)
+        location = entry.location
+        return (
+            row_binding(self.root, location.parent, entry.header.value, path=location) is not None
+        )
 
     def _restore(self, log: Path, *, resume: bool = False) -> tuple[Inspection, Session]:
         reader = self.backend.read(log)

@@ -37,12 +37,7 @@ from .scan import LogScanner, revision_of
 from .zstd_frames import is_zstd_log
 from .zstd_repair import commit_zstd_repair
 
-__all__ = [
-    "ENCODINGS",
-    "JsonlBackend",
-    "newest_generation",
-    "revision_of",
-]
+__all__ = ["ENCODINGS", "JsonlBackend", "newest_generation", "revision_of"]
 
 ENCODINGS: Final = ("raw",)
 """The encodings this backend writes and reads."""
