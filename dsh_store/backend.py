@@ -222,6 +222,9 @@ class RepairOutcome(NamedTuple):
     kept loss-free at ``saved_to``; ``completed_bytes``: bytes of a closer batch an
     interrupted earlier repair had written, which this repair completed instead of
     cutting; ``closers``: how many closer records were appended by this call.
+    ``read_back``: the repaired log is not the committed region followed by the closers'
+    lines (a zstd log keeps the torn frame's records and frames them anew), so a caller
+    that needs its state reads it back instead of deriving it.
     """
 
     cut_at: int | None
@@ -230,6 +233,7 @@ class RepairOutcome(NamedTuple):
     completed_bytes: int
     closers: int
     applied: bool
+    read_back: bool = False
 
 
 class StorageBackend(abc.ABC):

@@ -43,6 +43,7 @@ from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.failpoints import failpoint
 from .jsonl.files import _write_all, fsync_dir
+from .jsonl.lock import SessionLock
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner
 from .jsonl.watermark import discard_watermark, record_published
@@ -82,6 +83,7 @@ MIGRATE_FAILPOINTS: Final = (
     "migrate.before-link",
     "migrate.after-link",
     "migrate.before-replace",
+    "migrate.before-retire",
 )
 """The crash points of the publish protocol (see :mod:`dsh_store.jsonl.failpoints`)."""
 
@@ -472,6 +474,7 @@ def migrate_file(
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
     store_root: str | os.PathLike[str] | None = None,
     lenient: bool = False,
+    encoding: str | None = None,
 ) -> MigrationResult:
     """Migrate one log file to format 4.
 
@@ -496,8 +499,16 @@ def migrate_file(
     reader loads but the faithful chain refuses are migrated, every deviation listed in
     the trailing ``migration/note`` event. Without a deviation the bytes are the default's.
 
+    ``encoding`` (``raw`` or ``zstd``) converts: published beside its source, the v4 log is
+    ``session.v4.jsonl`` or ``session.v4.jsonl.zstd`` whatever the source's encoding, and
+    a v4 store log of the other encoding is re-encoded beside itself, then retired to
+    ``session.v4.jsonl[.zstd].v4.bak`` (:func:`_convert_beside`, docs/format.md §7.4).
+    ``None`` keeps the source's encoding. An ``output`` or ``in_place`` file's encoding is
+    its name's, which must then agree with ``encoding``.
+
     :raises ValueError: both ``output`` and ``in_place``, or both ``child_headers`` and
-        ``store_root``.
+        ``store_root``; an unknown ``encoding`` or one the ``output`` / ``in_place`` name
+        contradicts.
     :raises NotASessionError: the file is empty or not a session log.
     :raises UnsupportedVersionError: the version is newer than 4 (or not a version).
     :raises CorruptLogError: the source has committed corruption.
@@ -511,6 +522,7 @@ def migrate_file(
         raise ValueError("use either output or in_place, not both")
     if child_headers is not None and store_root is not None:
         raise ValueError("use either child_headers or store_root, not both")
+    _check_encoding_option(source, output, in_place, encoding)
     if in_place:
         _refuse_symlink(source)
     info = LogScanner(source).read_header()
@@ -518,6 +530,10 @@ def migrate_file(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     if child_headers is None:
         child_headers = _child_evidence(source, info, store_root)
+    if info.version == SESSION_FORMAT_VERSION and output is None and not in_place:
+        converting = _conversion(source, encoding)
+        if converting is not None:
+            return _convert_beside(*converting, info, dry_run=dry_run)
     if info.version == SESSION_FORMAT_VERSION and output is None:
         if in_place and not dry_run:
             # Perhaps replaced by a run killed before its directory fsync: make the
@@ -525,11 +541,13 @@ def migrate_file(
             fsync_dir(source.parent)
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
     # From here on a v4 source has an ``output``: it is copied there, by the same protocol.
+    beside = output is None and not in_place
     if dry_run:
-        return _dry_run(source, output, in_place, child_headers, lenient)
+        destination = _beside(source, encoding) if beside else output
+        return _dry_run(source, destination, in_place, child_headers, lenient)
     if in_place:
         return _migrate_in_place(source, child_headers, lenient)
-    target = Path(output) if output is not None else _beside(source)
+    target = Path(output) if output is not None else _beside(source, encoding)
     temp, count, version, _ = _migrate_to_temp(source, target, child_headers, lenient)
     status = "migrated" if _publish(temp, target) else "current"
     return MigrationResult(source, status, version, target=target, events=count)
@@ -553,15 +571,107 @@ def _child_evidence(
     return JsonlStore(root).migration_children(info)
 
 
-def _beside(source: Path) -> Path:
+def _beside(source: Path, encoding: str | None = None) -> Path:
+    """The v4 generation published beside ``source``: in ``encoding``, else the source's."""
     if layout.generation_version(source.name) is None:
         raise NotASessionError(
             str(source),
             "a loose file (not session.jsonl / session.vN.jsonl in a session directory) has "
             "no generation to publish beside: pass --output OUT or --in-place",
         )
-    encoding = layout.encoding_of(source.name)
+    encoding = encoding or layout.encoding_of(source.name)
     return source.parent / layout.generation_name(SESSION_FORMAT_VERSION, encoding)
+
+
+def _check_encoding_option(
+    source: Path,
+    output: str | os.PathLike[str] | None,
+    in_place: bool,
+    encoding: str | None,
+) -> None:
+    """Refuse an unknown ``encoding``, or one the name of the file written contradicts."""
+    if encoding is None:
+        return
+    if encoding not in ("raw", "zstd"):
+        raise ValueError(f"an encoding is 'raw' or 'zstd', got {encoding!r}")
+    named = None if output is None else Path(output)
+    if named is None and in_place:
+        named = source
+    if named is not None and layout.encoding_of(named.name) != encoding:
+        where = "--in-place keeps the name" if output is None else "the output"
+        raise ValueError(
+            f"{where} {named} names a {layout.encoding_of(named.name)} log (a zstd log's "
+            f"name ends in {layout.ZSTD_SUFFIX}), not {encoding}: name the output for "
+            "the encoding you want"
+        )
+
+
+def _conversion(source: Path, encoding: str | None) -> tuple[Path, Path] | None:
+    """(source, target) when re-encoding the v4 store log ``source`` is asked for.
+
+    Either ``encoding`` is not the source's, or it is and the other encoding's v4 log lies
+    beside it: a conversion towards ``encoding`` that a crash interrupted before it
+    retired its source (:func:`_convert_beside` finishes it). None otherwise.
+    """
+    if encoding is None or layout.generation_version(source.name) != SESSION_FORMAT_VERSION:
+        return None
+    own = layout.encoding_of(source.name)
+    if own != encoding:
+        return source, _beside(source, encoding)
+    other = "zstd" if own == "raw" else "raw"
+    sibling = _beside(source, other)
+    return (sibling, source) if os.path.lexists(sibling) else None
+
+
+def _convert_beside(
+    source: Path, target: Path, info: HeaderInfo, *, dry_run: bool
+) -> MigrationResult:
+    """Re-encode the v4 store log ``source`` as ``target`` beside it, retiring the source.
+
+    Under the session lock (no writer appends meanwhile): the source must have no crash
+    tail (repair it first; the copy is of whole logs); its lines are written to a temp in
+    the target's encoding, fsynced, re-verified and linked to ``target`` (never
+    overwriting; an existing target is accepted only as this very copy); then the source
+    gets its backup name ``<source>.v4.bak`` (a hard link) and loses its own, and the
+    directory is fsynced. A crash before the unlink leaves the source and perhaps the
+    target and backup, all whole: readers refuse a session directory holding both
+    encodings' v4 logs and name the command that finishes, and a rerun converges.
+    """
+    session_id = info.value.get("id")
+    backup = _backup_of(source, SESSION_FORMAT_VERSION)
+    with SessionLock(source.parent, session_id if isinstance(session_id, str) else ""):
+        scanner = LogScanner(source).exhaust()
+        if scanner.torn is not None:
+            raise MigrationRefusedError(
+                f"{source} ends in a crash tail at byte {scanner.torn.offset}; converting "
+                f"copies whole logs only: run `dsh-store repair {source}`, then convert",
+                rule="convert-torn-tail",
+                path=str(source),
+            )
+        if dry_run:
+            _check_backup(source, backup)
+            result = _dry_run(source, target, False, None)
+            status = "would-migrate" if result.status == "current" else result.status
+            return MigrationResult(
+                source,
+                status,
+                SESSION_FORMAT_VERSION,
+                target=target,
+                events=result.events,
+                backup=backup,
+            )
+        temp, count, _, revision = _migrate_to_temp(source, target, None)
+        if _publish(temp, target):
+            record_published(target)  # the new log never inherits an old watermark
+        _keep_backup(source, backup)
+        failpoint("migrate.before-retire")
+        _require_unchanged(source, revision, ignore_ctime=True)
+        os.unlink(source)
+        discard_watermark(source)  # the source's name is free: no record stays under it
+        fsync_dir(source.parent)
+    return MigrationResult(
+        source, "migrated", SESSION_FORMAT_VERSION, target=target, events=count, backup=backup
+    )
 
 
 def _dry_run(
@@ -685,7 +795,11 @@ def _same_bytes(left: Path, right: Path) -> bool:
 
 
 def migrate_store(
-    root: str | os.PathLike[str], *, dry_run: bool = False, lenient: bool = False
+    root: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    lenient: bool = False,
+    encoding: str | None = None,
 ) -> list[MigrationResult]:
     """Publish ``session.v4.jsonl`` beside every older-only session in a store root.
 
@@ -694,7 +808,8 @@ def migrate_store(
     header's id and cwd derive another directory, :mod:`dsh_store.binding`), are reported
     ``refused`` with the reason and do not stop the others. The child headers of each
     session are passed to the chain so the v4 subagent catalog is complete. ``lenient`` is
-    :func:`migrate_file`'s.
+    :func:`migrate_file`'s, and so is ``encoding`` (``raw`` / ``zstd``: every session's v4
+    log is published, or re-encoded, in it).
     """
     from .binding import BINDING_RULE, row_binding
     from .store import JsonlStore
@@ -716,7 +831,13 @@ def migrate_store(
                 index = store.children_index()  # one walk of the store, built on first need
             children = store.migration_children(info, index)
             results.append(
-                migrate_file(log, dry_run=dry_run, child_headers=children, lenient=lenient)
+                migrate_file(
+                    log,
+                    dry_run=dry_run,
+                    child_headers=children,
+                    lenient=lenient,
+                    encoding=encoding,
+                )
             )
         except DshStoreError as error:
             version = getattr(error, "version", None)

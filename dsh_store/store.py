@@ -33,6 +33,7 @@ from .errors import (
     AmbiguousSessionError,
     CorruptLogError,
     DshStoreError,
+    EncodingConversionPendingError,
     EventValidationError,
     NeedsMigrationError,
     SessionExistsError,
@@ -50,7 +51,6 @@ from .jsonl.writebehind import (
     DEFAULT_MAX_PENDING_BYTES,
     DEFAULT_WINDOW_S,
 )
-from .jsonl.zstd_frames import is_zstd_log
 from .live import AsyncLiveSession, AsyncOpening, LiveSession, _Handle
 from .model import (
     SESSION_FORMAT_VERSION,
@@ -400,12 +400,12 @@ class SessionStore:
             )
         if not inspection.needs_repair:
             return inspection, session
-        if is_zstd_log(inspection.path):  # the frame repair keeps a torn frame's records
-            repaired = self._commit_repair(inspection)
+        outcome = self.backend.commit_repair(inspection.path, repair_request(inspection))
+        if outcome.read_back:  # e.g. a torn zstd frame's records kept in a new frame
+            repaired = self._read(inspection.path)
             return repaired, Session.from_restore(
                 repaired.header, repaired.events, resume=True, clock=self._clock
             )
-        self.backend.commit_repair(inspection.path, repair_request(inspection))
         repaired = dataclasses.replace(
             inspection,
             events=inspection.balanced,
@@ -579,8 +579,7 @@ class JsonlStore(SessionStore):
         under the root, or ``raw`` for a root without one. Detected once.
         """
         if self._encoding is None:
-            first = next(iter(self.session_logs()), None)
-            self._encoding = "raw" if first is None else layout.encoding_of(first.name)
+            self._encoding = layout.root_encoding(str(self.root)) or "raw"
         return self._encoding
 
     def _new_log_path(self, session_id: str, cwd: str | None) -> Path:
@@ -588,10 +587,21 @@ class JsonlStore(SessionStore):
         return layout.session_dir(self.root, session_id, cwd) / name
 
     def _check_encoding(self, log: Path) -> None:
-        """Refuse to write a log of the other encoding than the store's."""
+        """Refuse to read or write a log of the other encoding than the store's, or one
+        whose directory also holds the other encoding's (an interrupted conversion)."""
         found = layout.encoding_of(log.name)
         if found != self.encoding:
             raise StoreEncodingError(str(log), found, self.encoding)
+        twin = layout.encoding_twin(str(log))
+        if twin is not None:
+            raise EncodingConversionPendingError(str(log), twin)
+
+    def _find(self, session_id: str) -> Path | None:
+        """The stored log of ``session_id``, refused when it is not in the store's encoding."""
+        log = self.backend.find(session_id)
+        if log is not None:
+            self._check_encoding(log)
+        return log
 
     @property
     def _where(self) -> str:
@@ -602,6 +612,8 @@ class JsonlStore(SessionStore):
         _check_identity(inspection, session_id, self.root)
 
     def _misfiled(self, entry: HeaderEntry) -> bool:
+        """Also refuses (raises) a listed log of the other encoding than the store's."""
+        self._check_encoding(entry.location)
         location = entry.location
         return (
             row_binding(self.root, location.parent, entry.header.value, path=location) is not None
