@@ -58,7 +58,7 @@ from ..jsonl.layout import check_session_id, decode_session_id, encode_session_i
 from ..jsonl.rows import read_header_line, row_problem, unparsable_reason
 from ..records import HeaderInfo
 from ._driver import connect, database_errors
-from .schema import SCHEMA_VERSION, advisory_key, ensure_schema
+from .schema import SCHEMA_VERSION, SchemaInit, advisory_key, ensure_schema
 from .url import redact
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class PostgresBackend(StorageBackend):
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.display = redact(url)
+        self._display = redact(url)
         self._meta: psycopg.Connection[tuple[Any, ...]] | None = None
         self._meta_mutex = threading.Lock()
         self._schema_name: str | None = None
@@ -93,6 +93,11 @@ class PostgresBackend(StorageBackend):
         # commits on its lock's connection.
         self.held: dict[str, AdvisoryLock] = {}
         self.held_mutex = threading.Lock()
+
+    @property
+    def display(self) -> str:
+        """The store's URL with any password replaced by ``***`` (how messages name it)."""
+        return self._display
 
     # -- connections -----------------------------------------------------------------
 
@@ -157,8 +162,11 @@ class PostgresBackend(StorageBackend):
         self._schema_ready = True
         return True
 
-    def init(self) -> tuple[int, int]:
-        """Create or upgrade the schema (``dsh-store pg init``): ``(before, after)``."""
+    def init(self) -> SchemaInit:
+        """Create or upgrade the schema (``dsh-store pg init``); what it found and did.
+
+        :raises SchemaVersionError: the schema is newer than this code knows (untouched).
+        """
         with self.connect("creating the schema", autocommit=True) as connection:
             result = ensure_schema(connection, self.url)
         self._schema_ready = True
