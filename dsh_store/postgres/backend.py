@@ -275,14 +275,21 @@ class PostgresBackend(StorageBackend):
         return AdvisoryLock(self, session_id)
 
     def ensure_writable(self) -> None:
-        """Create or upgrade the schema when needed before a write (idempotent)."""
+        """Create the schema before the first write to a database without one (idempotent).
+
+        An existing schema of another version is never changed here: an older one is
+        upgraded only by :meth:`init` (``dsh-store pg init``), the operator's step, since
+        hosts still running an older dsh-store stop working on the upgraded schema.
+
+        :raises SchemaVersionError: the schema is older or newer than this code's.
+        """
         if self._schema_ready:
             return
         found = self.schema_version()
-        if found > SCHEMA_VERSION:
-            raise SchemaVersionError(self.display, found, SCHEMA_VERSION)
-        if found < SCHEMA_VERSION:
+        if found == 0:
             self.init()
+        elif found != SCHEMA_VERSION:
+            raise SchemaVersionError(self.display, found, SCHEMA_VERSION)
         self._schema_ready = True
 
     def publish_first(
@@ -319,7 +326,7 @@ class PostgresBackend(StorageBackend):
                     ).fetchone()
                     if inserted is None:
                         raise _Exists
-                    _copy_records(connection, session_id, 0, first_batch)
+                    _write_records(connection, session_id, 0, first_batch)
                     failpoint("pg.publish.before-commit")
             except _Exists:
                 # A retry of a first commit whose answer was lost finds its own rows.
@@ -398,7 +405,7 @@ class PostgresBackend(StorageBackend):
                             "DELETE FROM dsh_events WHERE session_id = %s AND seq >= %s",
                             (session_id, events),
                         )
-                    _copy_records(connection, session_id, events, closer_lines)
+                    _write_records(connection, session_id, events, closer_lines)
                     failpoint("pg.repair.before-commit")
             except BaseException:
                 lock.check_connection()
@@ -424,19 +431,39 @@ class _Exists(Exception):
     """Internal signal: the session row already exists (rolls the transaction back)."""
 
 
-def _copy_records(
+COPY_MIN_ROWS = 256
+"""Batches of at least this many rows are written with one binary ``COPY``, smaller ones
+with one multi-row ``INSERT``: the faster of the two at each size as measured
+(``scripts/bench.py pg``, docs/postgres.md). Below the multi-row INSERT's parameter limit."""
+
+
+def _write_records(
     connection: psycopg.Connection[tuple[Any, ...]],
     session_id: str,
     first_seq: int,
     lines: Sequence[bytes],
 ) -> None:
-    """Insert ``lines`` as seqs ``first_seq...`` with one binary COPY (inside a transaction).
+    """Insert ``lines`` as seqs ``first_seq...`` (inside the caller's transaction): one
+    multi-row ``INSERT`` below :data:`COPY_MIN_ROWS` rows, one binary ``COPY`` from there.
 
-    The ``pg.append.mid-batch`` failpoint fires after half the rows were sent.
+    The ``pg.append.mid-batch`` failpoint fires with half the rows sent (COPY) or bound
+    into the statement not yet sent (INSERT).
     """
     if not lines:
         return
     half = len(lines) // 2
+    if len(lines) < COPY_MIN_ROWS:
+        params: list[Any] = []
+        for index, line in enumerate(lines):
+            if index == half:
+                failpoint("pg.append.mid-batch")
+            params += (session_id, first_seq + index, line)
+        connection.execute(
+            "INSERT INTO dsh_events (session_id, seq, record) VALUES "
+            + ", ".join(["(%s, %s, %s)"] * len(lines)),
+            params,
+        )
+        return
     with (
         connection.cursor() as cursor,
         cursor.copy("COPY dsh_events (session_id, seq, record) FROM STDIN (FORMAT BINARY)") as copy,
@@ -678,7 +705,7 @@ class PostgresAppender(Appender):
                 ).fetchone()
                 if updated is None:
                     raise self._changed(connection)
-                _copy_records(connection, self.session_id, first_seq, lines)
+                _write_records(connection, self.session_id, first_seq, lines)
                 failpoint("pg.append.before-commit")
         except DatabaseError:
             self._unsettled = True  # the commit may have happened: settle before writing

@@ -156,20 +156,28 @@ def test_a_killed_writer_loses_the_lock_and_only_its_unflushed_tail(pg_url: str)
     assert types == ["turn/start", "turn/end", "session/end-seed"]  # the 5 unflushed: gone
 
 
-def test_sigkill_in_the_middle_of_a_batch_keeps_every_acknowledged_event(pg_url: str) -> None:
+@pytest.mark.parametrize("count", [40, 300], ids=["insert", "copy"])
+def test_sigkill_in_the_middle_of_a_batch_keeps_every_acknowledged_event(
+    pg_url: str, count: int
+) -> None:
+    """A batch below COPY_MIN_ROWS is one multi-row INSERT, one from there a COPY; either
+    killed half-way leaves nothing of itself."""
+    from dsh_store.postgres.backend import COPY_MIN_ROWS
+
+    assert (count < COPY_MIN_ROWS) == (count == 40)
     child = _child(
         pg_url,
         "s1",
         "batches",
-        40,
+        count,
         DSH_STORE_FAILPOINT="pg.append.mid-batch",
         DSH_STORE_FAILPOINT_SKIP="1",  # the first batch (the session's creation) passes
     )
     acked = _line(child)
-    assert acked == "ACKED 40"
+    assert acked == f"ACKED {count}"
     assert child.wait(timeout=60) == -signal.SIGKILL
     inspection = PostgresStore(pg_url).inspect("s1")
-    assert len(inspection.events) == 40  # all acknowledged, none of the half-sent batch
+    assert len(inspection.events) == count  # all acknowledged, none of the half-sent batch
     assert inspection.torn is None
     assert all("torn" not in event.line.decode() for event in inspection.events)
 
