@@ -431,7 +431,7 @@ class _Exists(Exception):
     """Internal signal: the session row already exists (rolls the transaction back)."""
 
 
-COPY_MIN_ROWS = 256
+COPY_MIN_ROWS = 32
 """Batches of at least this many rows are written with one binary ``COPY``, smaller ones
 with one multi-row ``INSERT``: the faster of the two at each size as measured
 (``scripts/bench.py pg``, docs/postgres.md). Below the multi-row INSERT's parameter limit."""

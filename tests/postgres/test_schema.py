@@ -341,3 +341,24 @@ def test_init_refuses_what_is_not_a_url(tmp_path: Path) -> None:
     run = _dsh_store("pg", "init", str(tmp_path))
     assert run.returncode == 2
     assert run.stderr.strip() == f"error: {tmp_path} is not a postgresql:// URL"
+
+
+def test_new_records_are_compressed_with_lz4_where_the_server_has_it(pg_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as connection:
+        try:
+            connection.execute("CREATE TEMP TABLE lz4_probe (b bytea COMPRESSION lz4)")
+            supported = True
+        except psycopg.Error:
+            supported = False
+    assert PostgresStore(pg_url).init().after == SCHEMA_VERSION
+    with PostgresStore(pg_url).new("s1") as live:
+        live.append("turn/start", turn_start(1))
+        live.append("user/message", user_message("x" * 20_000, id="u1"), surface_op="append")
+    found = _sql(
+        pg_url,
+        "SELECT pg_column_compression(record) FROM dsh_events WHERE session_id = 's1' AND seq = 1",
+    )
+    assert found == [("lz4" if supported else "pglz",)]
+    assert b"x" * 20_000 in b"".join(PostgresStore(pg_url).iter_records("s1"))

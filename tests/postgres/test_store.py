@@ -156,7 +156,7 @@ def test_a_killed_writer_loses_the_lock_and_only_its_unflushed_tail(pg_url: str)
     assert types == ["turn/start", "turn/end", "session/end-seed"]  # the 5 unflushed: gone
 
 
-@pytest.mark.parametrize("count", [40, 300], ids=["insert", "copy"])
+@pytest.mark.parametrize("count", [20, 300], ids=["insert", "copy"])
 def test_sigkill_in_the_middle_of_a_batch_keeps_every_acknowledged_event(
     pg_url: str, count: int
 ) -> None:
@@ -164,7 +164,7 @@ def test_sigkill_in_the_middle_of_a_batch_keeps_every_acknowledged_event(
     killed half-way leaves nothing of itself."""
     from dsh_store.postgres.backend import COPY_MIN_ROWS
 
-    assert (count < COPY_MIN_ROWS) == (count == 40)
+    assert (count < COPY_MIN_ROWS) == (count == 20)
     child = _child(
         pg_url,
         "s1",
