@@ -86,6 +86,29 @@ def test_an_exported_session_is_byte_identical_to_the_jsonl_log(
     assert [header.id for header in pg.list()] == ["s1"]
 
 
+def test_import_log_and_iter_records_round_trip_between_any_two_stores(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The SessionStore methods a copy between stores uses: the same on JSONL and PostgreSQL."""
+    jsonl = JsonlStore(tmp_path / "a", clock=_clock)
+    _write(jsonl, "s1")
+    jsonl.load("s1")  # balanced: a log that is itself valid can be imported as it is
+    log = jsonl.locate("s1").read_bytes()
+    assert b"".join(jsonl.iter_records("s1")) == log
+    pg = PostgresStore(pg_url, clock=_clock)
+    source = jsonl.inspect("s1")
+    pg.import_log(source.header, source.events)
+    assert b"".join(pg.iter_records("s1")) == log
+    with pytest.raises(SessionExistsError):
+        pg.import_log(source.header, source.events)  # never overwritten
+    back = JsonlStore(tmp_path / "b")
+    again = pg.inspect("s1")
+    back.import_log(again.header, again.events)
+    assert back.locate("s1").read_bytes() == log
+    with pytest.raises(SessionExistsError):
+        back.import_log(again.header, again.events)
+
+
 def test_load_commits_the_repair_once_and_the_second_load_changes_nothing(pg_url: str) -> None:
     store = PostgresStore(pg_url, clock=_clock)
     _write(store, "s1")
