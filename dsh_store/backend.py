@@ -243,6 +243,12 @@ class StorageBackend(abc.ABC):
     #: A short name used in messages and test ids (``jsonl``, ``jsonl-zstd``, ``memory``).
     name: str = "backend"
 
+    @property
+    def display(self) -> str:
+        """How messages name this store (safe to print: never a credential); :attr:`name`
+        unless the backend knows better (a database backend: its URL, password masked)."""
+        return self.name
+
     # -- discovery -------------------------------------------------------------------
 
     @abc.abstractmethod

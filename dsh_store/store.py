@@ -129,8 +129,9 @@ class SessionStore:
 
     @property
     def _where(self) -> str:
-        """How messages name the store (the root of a JSONL store)."""
-        return self.backend.name
+        """How messages name the store (the root of a JSONL store, the backend's
+        :attr:`~dsh_store.backend.StorageBackend.display` otherwise)."""
+        return self.backend.display
 
     def _check_identity(self, inspection: Inspection, session_id: str) -> None:
         """Refuse a log whose header names another session than the one looked up."""
@@ -515,16 +516,39 @@ class SessionStore:
             origin=parent.origin,
             agent_preset=parent.agent_preset,
         )
-        Session.from_restore(header, seed)  # the seed must itself be a valid log
-        path = self._new_log_path(child, header.cwd)
-        if self._find(child) is not None:
-            raise SessionExistsError(child, str(path))
-        # create=True also makes durable the levels a killed writer made.
-        with self.backend.lock(path, child, create=True):
-            self.backend.publish_first(
-                path, header.encode(), [event.line for event in seed], session_id=child
-            ).close()
+        self.import_log(header, seed)
         return child
+
+    def import_log(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
+        """Store a whole log (header and events) as a new session, published at once.
+
+        The log must itself validate; after a crash it is absent or complete (the backend's
+        first publish).
+
+        :raises SessionExistsError: the store already holds this id (never overwritten).
+        """
+        Session.from_restore(header, events)  # the log must itself be valid
+        path = self._new_log_path(header.id, header.cwd)
+        if self._find(header.id) is not None:
+            raise SessionExistsError(header.id, str(path))
+        # create=True also makes durable the levels a killed writer made.
+        with self.backend.lock(path, header.id, create=True):
+            self.backend.publish_first(
+                path, header.encode(), [event.line for event in events], session_id=header.id
+            ).close()
+
+    def iter_records(self, session_id: str) -> Iterator[bytes]:
+        """The stored log as JSONL, record by record: the header line, then each committed
+        record (never a torn tail), each with its ``\\n``. For a log this store wrote, the
+        bytes of the raw JSONL log the same appends make, whatever the backend."""
+        log = self._require(session_id)
+        reader = self.backend.read(log)
+        info = reader.read_header()
+        if info is None:
+            return
+        yield info.raw + b"\n"
+        for row in reader.rows():
+            yield row.raw + b"\n"
 
 
 class JsonlStore(SessionStore):
