@@ -35,11 +35,12 @@ from .model import (
     SessionHeader,
 )
 from .model.stream_check import StreamCheck
+from .upgrading import Locate, lenient_source, model_refusal, upgrade_located, with_source_line
 
 if TYPE_CHECKING:
     from .backend import StoredLogReader
     from .inspection import Inspection
-    from .migrate import Locate
+    from .migrations._lenient import LenientLog
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -79,8 +80,9 @@ class FileReport(NamedTuple):
     events: int | None
     findings: tuple[Finding, ...]
     lenient_would_migrate: bool | None = None
-    """For a ``refused`` file whose refusal the lenient opt-in lifts: whether the lenient
-    chain migrates it (None when the opt-in does not apply)."""
+    """For a ``refused`` file whose refusal the lenient opt-in lifts (or a ``corrupt``
+    older log refused for a lone surrogate): whether the lenient chain migrates it (None
+    when the opt-in does not apply)."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``--json`` shape documented in docs/cli.md."""
@@ -243,7 +245,7 @@ def _open_located(
     lenient: bool = False,
 ) -> tuple[StoredLogReader, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
     """:func:`_open_events`, plus the migration's locator of an upgraded log (upgraded
-    seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log.
+    seq -> source seq, see :data:`dsh_store.upgrading.Locate`); None for a v4 log.
 
     A header ``scanner`` already read is used as read (the rows re-read its line anyway).
     """
@@ -256,17 +258,20 @@ def _open_located(
     if info.version == SESSION_FORMAT_VERSION:
         events = _current_events(rows, log)
         return scanner, info.version, _header_from_row(info.value, log), events, None
-    header, events, locate = _upgraded(info.value, rows, log, child_headers, lenient)
+    reading = lenient_source(scanner, lenient)
+    header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
     return scanner, info.version, header, events, locate
 
 
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector during a bulk load.
+    """Pause the cyclic garbage collector during a bulk load or a streamed check.
 
     A restore allocates a few acyclic objects per event; with the collector running, its
     generational passes re-traverse the growing event list again and again (10-20% of a
-    large restore). Nothing a restore builds is cyclic, so pausing frees no less memory.
+    large restore), and a streamed check of an older log pays for passes over the
+    upgrade's short-lived rows (about 8% of a ``verify``). Nothing either builds is
+    cyclic, so pausing frees no less memory.
     """
     if not gc.isenabled():
         yield
@@ -310,9 +315,7 @@ def source_located(log: str | os.PathLike[str]) -> Iterator[None]:
     except MigrationRefusedError as error:
         from pathlib import Path
 
-        from .migrate import _with_source_line
-
-        raise _with_source_line(error, Path(log)) from None
+        raise with_source_line(error, Path(log)) from None
 
 
 def _findings(
@@ -370,7 +373,7 @@ def _current_events(
 ) -> Iterator[SessionEvent]:
     for row in rows:
         try:
-            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+            yield SessionEvent.from_json(row.value, line=row.raw)
         except (EventValidationError, LosslessJsonError) as error:
             raise _row_error(error, log, row) from None
 
@@ -404,9 +407,7 @@ def _model_error(
     (edge ``model``, the source seq); :func:`source_located` then adds its line.
     """
     if version != SESSION_FORMAT_VERSION and locate is not None:
-        from .migrate import _model_refusal
-
-        return _model_refusal(
+        return model_refusal(
             f"the upgraded log breaks a v4 rule: {error.detail}",
             error.rule,
             os.fspath(log),
@@ -444,12 +445,10 @@ def _upgraded(
     rows: Iterable[ScannedRow],
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
-    lenient: bool = False,
+    lenient: bool | LenientLog = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
-    from .migrate import _upgrade
-
     try:
-        return _upgrade(
+        return upgrade_located(
             header_row,
             (row.value for row in rows),
             os.fspath(log),
@@ -500,7 +499,8 @@ def examine(
         last: list[SessionEvent] = []
         if lenient and locate is not None:
             events = _keeping_last(events, last)
-        with source_located(log), corruption_first(log, scanner):
+        # The streamed check keeps no event and makes no cycle: no collector passes.
+        with source_located(log), corruption_first(log, scanner), _collector_paused():
             try:
                 checked = check_stream_session(header, events)
             except EventValidationError as error:
@@ -523,21 +523,28 @@ def examine(
             (*scanner.findings, Finding("unsupported-version", error.message, line=1, offset=0)),
         )
     except CorruptLogError as error:
+        found_version = header_version(log)
+        text = f"committed corruption: {error.detail}; the file is left as it is"
+        would = None
+        if (
+            not lenient
+            and error.rule == "lone-surrogate"
+            and found_version != SESSION_FORMAT_VERSION
+        ):
+            # The opt-in reads an older log's lone surrogates as U+FFFD.
+            would = _lenient_reads(log, child_headers)
+            text += (
+                "; `--lenient` would migrate it, replacing each lone surrogate by U+FFFD"
+                if would
+                else "; `--lenient` would not migrate it either"
+            )
         return FileReport(
             log,
             "corrupt",
-            header_version(log),
+            found_version,
             None,
-            (
-                *scanner.findings,
-                Finding(
-                    error.rule,
-                    f"committed corruption: {error.detail}; the file is left as it is",
-                    error.line,
-                    error.offset,
-                    error.seq,
-                ),
-            ),
+            (*scanner.findings, Finding(error.rule, text, error.line, error.offset, error.seq)),
+            would,
         )
     except MigrationRefusedError as error:
         would = None if lenient else _lenient_would_migrate(log, error, child_headers)
@@ -630,6 +637,11 @@ def _lenient_would_migrate(
 
     if error.rule not in LENIENT_RULES:
         return None
+    return _lenient_reads(log, child_headers)
+
+
+def _lenient_reads(log: str, child_headers: tuple[Mapping[str, Any], ...] | None) -> bool:
+    """Whether the lenient chain reads ``log``."""
     report = examine(log, child_headers=child_headers, lenient=True)
     return report.classification in ("ok", "torn-tail", "open-turn", "needs-migration")
 

@@ -171,10 +171,18 @@ class V1ToV2Stage(EarlyStage):
         self._open_step: int | None = None
         self._after_restart_splice = False
         self._lenient = context.lenient
+        # Lenient only: the first chunk seq of each unclaimed attempt, by target seq, so the
+        # migration note can place framing synthesized before an attempt (see made_from).
+        self._attempt_origins: dict[int, int] = {}
 
     def source_seq(self, target: int) -> int | None:
         """The source seq of target event ``target``; ``None`` for one this edge made."""
         return self._map.source_of(target)
+
+    def made_from(self, target: int) -> int | None:
+        """The first chunk's source seq of the unclaimed attempt at ``target`` (lenient
+        migrations only; ``None`` otherwise)."""
+        return self._attempt_origins.get(target)
 
     @property
     def buffered_events(self) -> int:
@@ -204,6 +212,18 @@ class V1ToV2Stage(EarlyStage):
         else:
             self._event(event, out)
         return out
+
+    def feed_normalized(self, event: Row, out: list[Row]) -> None:
+        """Take a row of a known type other than ``assistant/chunk`` that the 0->1 edge
+        has just normalized, appending the events it settles to ``out``.
+
+        Formats 0 and 1 share the envelope, the vocabulary and the payload key sets, and
+        0->1 checked the normalized row against exactly the rules :meth:`feed` checks
+        first (:meth:`_check_envelope`), so those passes would pass; only the seq and the
+        event's own rules remain.
+        """
+        self._admit_seq(event)
+        self._event(event, out)
 
     def finish(self) -> Iterable[Row]:
         """Settle a pending attempt and place a seed marker still owed; return the rest."""
@@ -361,6 +381,8 @@ class V1ToV2Stage(EarlyStage):
             "data": {"turn": pending.turn, "step": pending.step, "stream": pending.stream.records},
         }
         self._emit(attempt, pending.first_seq, False, out)
+        if self._lenient is not None:
+            self._attempt_origins[out[-1]["seq"]] = pending.first_seq
         self._release_held(out)
 
     def _release_held(self, out: list[Row]) -> None:
