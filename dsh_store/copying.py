@@ -192,6 +192,15 @@ def _copy_one(source: _Store, target: _Store, session_id: str, *, dry_run: bool)
         )
     where = source.name(session_id, inspection)
     events = len(inspection.events)
+    if inspection.header.id != session_id:
+        return _result(
+            session_id,
+            "refused",
+            source=where,
+            events=events,
+            reason=f"misfiled: its header names session {inspection.header.id!r}; "
+            "`dsh-store verify` on SRC reports it",
+        )
     if inspection.classification != "ok":
         why = _REFUSALS.get(inspection.classification, inspection.classification)
         return _result(

@@ -306,6 +306,44 @@ def test_committed_corruption_is_reported_not_repaired(
     ]
 
 
+@pytest.mark.requires("postgres")
+def test_a_session_row_whose_header_does_not_parse_is_reported(
+    pg_url: str, tmp_path: Path, invoke: Invoke
+) -> None:
+    _store(pg_url, tmp_path).close()
+    _sql(pg_url, "UPDATE dsh_sessions SET header = %s WHERE session_id = 'ok2'", (b"{nope\n",))
+    ((header,),) = _sql(pg_url, "SELECT header FROM dsh_sessions WHERE session_id = 'ok1'")
+    elsewhere = bytes(header).replace(b'"id":"ok1"', b'"id":"elsewhere"')
+    assert elsewhere != bytes(header)
+    _sql(pg_url, "UPDATE dsh_sessions SET header = %s WHERE session_id = 'ok1'", (elsewhere,))
+    document = _json(invoke("verify", pg_url, "--json"), "verify")
+    bad = next(item for item in document["files"] if item["path"].endswith("#ok2"))
+    assert bad["classification"] == "not-a-session"
+    (finding,) = bad["findings"]
+    assert finding["message"].startswith(f"{redact(pg_url)}#ok2: not a session log: ")
+    assert "pg:/" not in finding["message"]
+    rows = {
+        row["path"].rsplit("#", 1)[1]: row
+        for row in _json(invoke("list", pg_url, "--json"), "list")["sessions"]
+    }
+    assert (rows["ok2"]["id"], rows["ok2"]["status"], rows["ok2"]["events"]) == (
+        None,
+        "not-a-session",
+        None,
+    )
+    assert (rows["ok1"]["id"], rows["ok1"]["misfiled"]) == ("elsewhere", True)
+    assert "misfiled" in invoke("list", pg_url).stdout
+    copied = invoke("copy", pg_url, tmp_path / "dst", "--json")
+    assert copied.exit_code == 1
+    items = {item["session"]: item for item in json.loads(copied.stdout)["sessions"]}
+    assert [items[key]["status"] for key in ("ok1", "ok2", "open1")] == [
+        "refused",
+        "refused",
+        "refused",
+    ]
+    assert not (tmp_path / "dst" / "--home-me-project--" / "elsewhere").exists()
+
+
 def test_migrate_of_a_url_has_nothing_to_do(invoke: Invoke) -> None:
     text = invoke("migrate", UNREACHABLE)
     _clean(text, UNREACHABLE)
@@ -353,6 +391,24 @@ def test_an_unreachable_server_is_one_typed_line(invoke: Invoke, args: tuple[str
     assert "check that the server is up and reachable" in line
     if "--json" in args:
         assert json.loads(result.stdout)["error"]["exitCode"] == 1
+
+
+def test_an_unreachable_store_in_copy_and_under_debug_keeps_the_password(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    pytest.importorskip("psycopg")
+    record_session(tmp_path / "src", "s1")
+    for args in (
+        ("copy", tmp_path / "src", UNREACHABLE, "--json"),
+        ("copy", UNREACHABLE, tmp_path / "dst"),
+        ("--debug", "verify", UNREACHABLE),
+        ("--debug", "copy", tmp_path / "src", UNREACHABLE),
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 1
+        assert _password(UNREACHABLE) not in result.stdout + result.stderr
+        assert result.stderr.splitlines()[-1].startswith("error: postgresql://agent:***@")
+    assert not (tmp_path / "dst").exists()
 
 
 @pytest.mark.parametrize("command", ["verify", "list", "repair", "copy"])
