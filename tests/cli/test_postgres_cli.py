@@ -179,6 +179,32 @@ def test_verify_reports_a_torn_row_and_repair_cuts_it_into_the_cut_table(
 
 
 @pytest.mark.requires("postgres")
+def test_a_repair_killed_before_its_commit_changed_nothing_and_a_rerun_repairs(
+    pg_url: str, tmp_path: Path, invoke: Invoke
+) -> None:
+    import os
+    import signal
+
+    from tests.cli.conftest import CONSOLE_SCRIPT
+
+    _store(pg_url, tmp_path).close()
+    _tear(pg_url, "ok2")
+    before = _state(pg_url)
+    killed = subprocess.run(
+        [str(CONSOLE_SCRIPT), "repair", pg_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DSH_STORE_FAILPOINT": "pg.repair.before-commit"},
+    )
+    assert killed.returncode == -signal.SIGKILL
+    assert _password(pg_url) not in killed.stdout + killed.stderr
+    assert _state(pg_url) == before  # the session's one transaction never committed
+    assert invoke("repair", pg_url).exit_code == 0
+    assert invoke("verify", pg_url).exit_code == 0
+
+
+@pytest.mark.requires("postgres")
 def test_repair_refuses_a_session_a_writer_holds(
     pg_url: str, tmp_path: Path, invoke: Invoke
 ) -> None:
