@@ -33,7 +33,7 @@ from .errors import (
     SessionNotFoundError,
     UnsupportedVersionError,
 )
-from .postgres.url import SCHEMES, is_postgres_url, redact
+from .postgres.url import redact
 from .records import Finding
 
 if TYPE_CHECKING:
@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CUT_RECORDS",
-    "SCHEMES",
-    "is_postgres_url",
     "list_sessions",
     "open_store",
     "repair_store",
@@ -66,8 +64,8 @@ CUT_RECORDS = "dsh_cut_records"
 def open_store(url: str) -> PostgresStore:
     """The store at ``url`` (no connection is made until it is read).
 
-    :raises PostgresUnavailableError: psycopg (the ``postgres`` extra) is not installed;
-        raised at the first read, with the URL's password masked.
+    :raises PostgresUnavailableError: psycopg (the ``postgres`` extra) is not installed
+        (the message holds the URL with its password masked).
     """
     try:
         import psycopg  # noqa: F401 - only whether the extra is there
@@ -120,6 +118,11 @@ def _named(location: str, name: str) -> Iterator[None]:
         raise
 
 
+def _location(store: PostgresStore, session_id: str) -> str:
+    """The pseudo-path the store's own messages name the session by (pure)."""
+    return str(store.backend.locate(session_id, None))
+
+
 def _finding(finding: Finding, location: str, name: str) -> Finding:
     return Finding(finding.rule, _located(finding.message, location, name), None, None, finding.seq)
 
@@ -143,7 +146,7 @@ def _examine(
     from .restore import FileReport, _refusal_text
 
     name = session_name(url, row.session_id)
-    location = str(store.locate(row.session_id))
+    location = _location(store, row.session_id)
 
     def report(
         classification: str, version: int | None, finding: Finding
@@ -292,7 +295,7 @@ def session_events(url: str, session_id: str) -> Iterator[tuple[str, int, bytes]
     :raises SessionNotFoundError: the store holds no such session.
     """
     with open_store(url) as store:
-        location = str(store.locate(session_id))
+        location = _location(store, session_id)
         with _named(location, session_name(url, session_id)):
             inspection = store.inspect(session_id)
     for event in inspection.events:
@@ -313,7 +316,7 @@ def spooled_log(url: str, session_id: str) -> Iterator[str]:
     name = session_name(url, session_id)
     try:
         with open_store(url) as store:
-            location = str(store.locate(session_id))
+            location = _location(store, session_id)
             with _named(location, name), open(spooled, "xb") as copy:
                 for record in store.iter_records(session_id):
                     copy.write(record)
@@ -344,7 +347,7 @@ def repair_store(
 
     def repaired(store: PostgresStore, row: StoredSession) -> dict[str, Any]:
         name = session_name(url, row.session_id)
-        location = str(store.locate(row.session_id))
+        location = _location(store, row.session_id)
         report, inspection = _examine(store, row, url)
         if inspection is None:
             reason = " ".join(report.findings[-1].message.split())
