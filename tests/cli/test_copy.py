@@ -135,6 +135,19 @@ def test_raw_to_zstd_and_back(tmp_path: Path, invoke: Invoke) -> None:
     assert invoke("verify", tmp_path / "packed", tmp_path / "plain").exit_code == 0
 
 
+def test_a_crlf_line_is_copied_as_dsh_store_frames_it(tmp_path: Path, invoke: Invoke) -> None:
+    log = record_session(tmp_path / "src", "s1")
+    canonical = log.read_bytes()
+    lines = canonical.splitlines(keepends=True)
+    lines[2] = lines[2].replace(b"\n", b"\r\n")
+    log.write_bytes(b"".join(lines))
+    assert invoke("copy", tmp_path / "src", tmp_path / "dst").exit_code == 0
+    copied = tmp_path / "dst" / log.relative_to(tmp_path / "src")
+    assert copied.read_bytes() == canonical  # the event's line, without the CR
+    findings = json.loads(invoke("verify", copied, "--json").stdout)["files"][0]["findings"]
+    assert findings == []
+
+
 def test_an_existing_session_is_never_overwritten(tmp_path: Path, invoke: Invoke) -> None:
     source = _source(tmp_path / "src")
     target = tmp_path / "dst"
