@@ -2,9 +2,10 @@
 
 A store is a JSONL store root (raw or zstd logs) or a PostgreSQL URL, on either side. A
 session is copied as its canonical bytes: the header line as dsh-store encodes it, then
-every committed event's line byte for byte (what :meth:`PostgresStore.iter_records` and a
-``session.v4.jsonl`` hold for the same appends), so JSONL → PostgreSQL → JSONL gives back
-identical files.
+every committed event's line byte for byte as the store reads it (framed as dsh-store
+frames lines: no ``\r`` before the newline, no byte-order mark), what
+:meth:`PostgresStore.iter_records` and a ``session.v4.jsonl`` hold for the same appends;
+so JSONL → PostgreSQL → JSONL gives back identical files.
 
 Only sessions a load would leave unchanged are copied: a format-4 session that verifies
 ``ok``. One that needs a repair (a torn tail, an open turn), a migration (an older
