@@ -49,28 +49,23 @@ def list_sessions(root: str | None, as_json: bool) -> None:
     from ._common import is_store_url
 
     configured = os.environ.get("DSH_STORE_ROOT")
-    store_root: str | Path = (
-        root
-        if root is not None
-        else (configured if configured and is_store_url(configured) else default_root())
-    )
-    if is_store_url(str(store_root)):
+    if root is None and configured and is_store_url(configured):
+        root = configured
+    if root is not None and is_store_url(root):
         from ..database import list_sessions
         from ..postgres.url import redact
 
-        rows = list_sessions(str(store_root))
-        store_root = redact(str(store_root))  # every message below names it
+        rows = list_sessions(root)
+        where = f"in {redact(root)}"
     else:
+        store_root = root if root is not None else default_root()
         rows = list_store(store_root)
+        where = f"under {store_root}"
     if as_json:
         echo_json(envelope("sessions", rows, count_by(rows, "status")))
         return
     if not rows:
-        click.echo(
-            printable(
-                f"no sessions {'in' if is_store_url(str(store_root)) else 'under'} {store_root}"
-            )
-        )
+        click.echo(printable(f"no sessions {where}"))
         return
     click.echo(f"{'ID':<36} {'VER':>3} {'EVENTS':>7}  {'STATUS':<16} {'CREATED':<25}  CWD")
     for row in rows:
