@@ -80,6 +80,15 @@ def copy_sessions(
         raise click.UsageError(f"SRC {printable(source)} does not exist")
     if encoding is not None and is_store_url(target):
         raise click.UsageError("--encoding is for a JSONL DST; a PostgreSQL store keeps rows")
+    if encoding is not None and os.path.isdir(target):
+        from ..store import JsonlStore
+
+        found = JsonlStore(target).encoding  # the encoding of the logs it holds, if any
+        if found != encoding and any(JsonlStore(target).session_logs()):
+            raise click.UsageError(
+                f"DST holds {found} logs and a store root keeps one encoding: drop "
+                f"--encoding {encoding} or copy to a new root"
+            )
     out = Output()
 
     def emit(result: dict[str, Any]) -> None:

@@ -133,6 +133,9 @@ def test_raw_to_zstd_and_back(tmp_path: Path, invoke: Invoke) -> None:
     for relative, data in _logs(source).items():
         assert (tmp_path / "plain" / relative).read_bytes() == data
     assert invoke("verify", tmp_path / "packed", tmp_path / "plain").exit_code == 0
+    mixed = invoke("copy", source, tmp_path / "packed", "--encoding", "raw")
+    assert mixed.exit_code == 2  # a root keeps one encoding
+    assert "DST holds zstd logs" in mixed.stderr
 
 
 def test_a_crlf_line_is_copied_as_dsh_store_frames_it(tmp_path: Path, invoke: Invoke) -> None:
