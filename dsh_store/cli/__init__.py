@@ -36,6 +36,7 @@ _COMMANDS: Mapping[str, tuple[str, str]] = {
     "demo": ("demo", "demo"),
     "export": ("export", "export"),
     "copy": ("copying", "copy_sessions"),
+    "pg": ("pg", "pg"),
 }
 
 

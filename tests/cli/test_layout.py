@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "demo": "demo",
     "export": "export",
     "copy": "copying",
+    "pg": "pg",
 }
 # Library modules a verify run has no use for; they load only inside their commands.
 OTHER_LIBRARY_MODULES = (
