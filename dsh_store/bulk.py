@@ -432,13 +432,13 @@ def _repair_one(file: Path, *, dry_run: bool) -> dict[str, Any]:
 
 
 def repair_json(
-    path: Path,
+    path: str | os.PathLike[str],
     status: str,
     *,
     classification: str | None = None,
     truncate_at: int | None = None,
     torn_bytes: int = 0,
-    sidecar: Path | None = None,
+    sidecar: str | os.PathLike[str] | None = None,
     closers: list[str] | None = None,
     deleted_temps: list[Path] | None = None,
     kept_temps: list[Path] | None = None,
@@ -446,12 +446,12 @@ def repair_json(
 ) -> dict[str, Any]:
     """One repair result in its stable JSON shape (docs/schemas/repair.schema.json)."""
     return {
-        "path": str(path),
+        "path": os.fspath(path),
         "status": status,
         "classification": classification,
         "truncateAt": truncate_at,
         "tornBytes": torn_bytes,
-        "sidecar": None if sidecar is None else str(sidecar),
+        "sidecar": None if sidecar is None else os.fspath(sidecar),
         "closers": closers or [],
         "deletedTemps": [str(temp) for temp in deleted_temps or ()],
         "keptTemps": [str(temp) for temp in kept_temps or ()],

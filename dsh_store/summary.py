@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -21,8 +21,12 @@ from .jsonl.rows import is_packed_row, packed_row_count
 from .jsonl.scan import LogScanner
 from .jsonl.zstd_frames import is_zstd_log
 
+if TYPE_CHECKING:
+    from .inspection import Inspection
+
 __all__ = [
     "NotASessionDirectoryError",
+    "inspection_summary",
     "iter_v4_lines",
     "list_store",
     "one_log_file",
@@ -101,7 +105,14 @@ def summarize(
     }
     if report.events is None:
         return summary
-    inspection = read_log(log)
+    return inspection_summary(summary, read_log(log), events=events, messages=messages)
+
+
+def inspection_summary(
+    summary: dict[str, Any], inspection: Inspection, *, events: bool, messages: bool
+) -> dict[str, Any]:
+    """``summary`` (path, classification, version, findings) completed from a restorable
+    log's ``inspection``: the counts :func:`summarize` gives, for any store's log."""
     by_type: dict[str, dict[str, int]] = {}
     turns = steps = 0
     open_turn: int | None = None

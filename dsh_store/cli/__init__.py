@@ -35,6 +35,7 @@ _COMMANDS: Mapping[str, tuple[str, str]] = {
     "cat": ("cat", "cat"),
     "demo": ("demo", "demo"),
     "export": ("export", "export"),
+    "copy": ("copying", "copy_sessions"),
     "pg": ("pg", "pg"),
 }
 
@@ -135,7 +136,9 @@ def main(context: click.Context, debug: bool, color: str) -> None:
 
     PATH arguments may be a store root, a session directory or a .jsonl file;
     directories are walked (symlinks are not followed out of the tree, and in a
-    session directory only the newest generation is read).
+    session directory only the newest generation is read). Where a store root is
+    taken, a postgresql:// URL names a PostgreSQL store (its password is never
+    printed).
 
     \b
     Exit codes: 0 success, 1 a failing file or a failed operation, 2 usage

@@ -89,15 +89,37 @@ def stdin_name(text: str) -> str:
     return text.replace(spooled, name)
 
 
+def is_store_url(value: str) -> bool:
+    """Whether a PATH argument is a PostgreSQL store URL (``postgresql://``, ``postgres://``)."""
+    from ..postgres.url import is_postgres_url
+
+    return is_postgres_url(value)
+
+
+def url_runs(paths: tuple[str, ...]) -> list[tuple[bool, tuple[str, ...]]]:
+    """``paths`` cut into runs in their order: ``(True, (url,))`` for each store URL,
+    ``(False, (path, ...))`` for each stretch of paths between them."""
+    runs: list[tuple[bool, tuple[str, ...]]] = []
+    for path in paths:
+        if is_store_url(path):
+            runs.append((True, (path,)))
+        elif runs and not runs[-1][0]:
+            runs[-1] = (False, (*runs[-1][1], path))
+        else:
+            runs.append((False, (path,)))
+    return runs
+
+
 def existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
     """Require every PATH to exist as a name (a broken symlink is reported, not rejected).
 
     Only a name that is really absent is a usage error: one that cannot be looked at
     (permission denied) goes on, so the command reports it as unreadable with the rest.
+    A PostgreSQL store URL is not a name on disk: it is passed on as it is.
     """
     values = value if isinstance(value, tuple) else (value,)
     for path in values:
-        if path is None:
+        if path is None or is_store_url(path):
             continue
         try:
             os.lstat(path)
@@ -106,6 +128,34 @@ def existing(context: click.Context, param: click.Parameter, value: Any) -> Any:
         except OSError:
             pass
     return value
+
+
+def session_of_store(path: str, session: str | None) -> bool:
+    """Whether ``inspect``, ``cat`` or ``export`` reads session ``session`` of a store URL
+    (True) or the log at ``path`` (False); a missing or misplaced ``--session`` is a usage
+    error. The URL is never repeated in the message (it may hold a password)."""
+    if is_store_url(path):
+        if session is None:
+            raise click.UsageError(
+                "a store URL holds many sessions: name one with --session ID "
+                "(dsh-store list URL lists them)"
+            )
+        return True
+    if session is not None:
+        raise click.UsageError(
+            "--session names a session of a PostgreSQL store URL; for a JSONL store pass "
+            "the session directory or its .jsonl file instead"
+        )
+    return False
+
+
+SESSION = click.option(
+    "--session",
+    "session",
+    metavar="ID",
+    help="With a postgresql:// store URL as PATH: the session to read.",
+)
+"""``--session ID`` of ``inspect``, ``cat`` and ``export``."""
 
 
 def one_log(path: str) -> str:

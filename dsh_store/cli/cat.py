@@ -8,11 +8,13 @@ import click
 
 from .._output import escape_json_line
 from ._common import (
+    SESSION,
     common_options,
     existing_or_stdin,
     fail,
     guarded,
     one_log,
+    session_of_store,
     stdin_name,
     stdin_spooled,
 )
@@ -26,13 +28,15 @@ from ._common import (
     "--from-seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq."
 )
 @click.option("--type", "types", multiple=True, help="Only events of this type (repeatable).")
+@SESSION
 @common_options
 @guarded
-def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
+def cat(path: str, from_seq: int, types: tuple[str, ...], session: str | None) -> None:
     """Print committed events as v4 JSONL on stdout (no header line).
 
     PATH is a .jsonl file or a session directory (its newest generation is read), or -
-    for a log on standard input.
+    for a log on standard input, or a postgresql:// store URL with --session ID (the
+    whole session is checked before its first line is printed).
 
     Older formats are upgraded in memory; a torn tail is never printed; committed
     corruption stops the output with an error (exit 1), and so does an empty file.
@@ -43,6 +47,7 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
       dsh-store cat session.v4.jsonl --from-seq 100 | jq .type
       dsh-store cat ~/.dsh/sessions/_no-cwd/s1 --type turn/end
       git show HEAD:session.v4.jsonl | dsh-store cat -
+      dsh-store cat postgresql://agent@db.internal/sessions --session s1
     """
     from ..summary import stream_v4_lines
 
@@ -53,6 +58,16 @@ def cat(path: str, from_seq: int, types: tuple[str, ...]) -> None:
         if seq >= from_seq and (not wanted or event_type in wanted):
             out.write(escape_json_line(line))
 
+    if session_of_store(path, session):
+        from ..database import session_events
+
+        assert session is not None
+        try:
+            for event_type, seq, line in session_events(path, session):
+                emit(event_type, seq, line)
+        finally:
+            out.flush()
+        return
     with stdin_spooled((path,)) as (spooled,):
         log = one_log(spooled)
         try:

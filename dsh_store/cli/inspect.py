@@ -10,12 +10,14 @@ import click
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
+    SESSION,
     common_options,
     echo_json,
     envelope,
     existing_or_stdin,
     guarded,
     one_log,
+    session_of_store,
     stdin_name,
     stdin_spooled,
 )
@@ -28,13 +30,17 @@ from ._common import (
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--events", "show_events", is_flag=True, help="List every event (seq, type, bytes).")
 @click.option("--messages", "show_messages", is_flag=True, help="Show the derived messages.")
+@SESSION
 @common_options
 @guarded
-def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) -> None:
+def inspect(
+    path: str, as_json: bool, show_events: bool, show_messages: bool, session: str | None
+) -> None:
     """Summarize one log: header, format, classification, counts, open turn.
 
     PATH is a .jsonl file or a session directory (its newest generation is read), or -
-    for a log on standard input (reported as -).
+    for a log on standard input (reported as -), or a postgresql:// store URL with
+    --session ID.
 
     Counts turns, steps and events by type with their bytes (as v4 lines; older logs
     are upgraded in memory). Never writes. Exit 1 when the log cannot be restored
@@ -46,12 +52,19 @@ def inspect(path: str, as_json: bool, show_events: bool, show_messages: bool) ->
       dsh-store inspect session.jsonl --messages
       dsh-store inspect session.v4.jsonl --json --events
       dsh-store inspect ~/.dsh/sessions/_no-cwd/s1
+      dsh-store inspect postgresql://agent@db.internal/sessions --session s1
     """
     from ..summary import summarize
 
-    with stdin_spooled((path,)) as (spooled,):
-        summary = summarize(one_log(spooled), events=show_events, messages=show_messages)
-        summary = _named(summary)
+    if session_of_store(path, session):
+        from ..database import summarize_session
+
+        assert session is not None
+        summary = summarize_session(path, session, events=show_events, messages=show_messages)
+    else:
+        with stdin_spooled((path,)) as (spooled,):
+            summary = summarize(one_log(spooled), events=show_events, messages=show_messages)
+            summary = _named(summary)
     if as_json:
         echo_json(envelope("files", [summary], {summary["classification"]: 1}))
     else:

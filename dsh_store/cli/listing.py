@@ -32,7 +32,8 @@ def default_root() -> Path:
 def list_sessions(root: str | None, as_json: bool) -> None:
     """List the sessions of a store, reading only each log's header and tail.
 
-    ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions. CREATED is the header's
+    ROOT defaults to $DSH_STORE_ROOT, else ~/.dsh/sessions; a postgresql:// URL
+    lists a PostgreSQL store (its session rows only). CREATED is the header's
     createdAt as local ISO-8601 time to the second (--json keeps the raw milliseconds).
     Status is current, needs-migration or torn-tail (or what is wrong with the header),
     or misfiled for a log whose header names another session or cwd than its directory;
@@ -42,16 +43,29 @@ def list_sessions(root: str | None, as_json: bool) -> None:
     Examples:
       dsh-store list
       dsh-store list /var/lib/agent/sessions --json
+      dsh-store list postgresql://agent@db.internal/sessions
     """
     from ..summary import list_store, printable
+    from ._common import is_store_url
 
-    store_root = root if root is not None else default_root()
-    rows = list_store(store_root)
+    configured = os.environ.get("DSH_STORE_ROOT")
+    if root is None and configured and is_store_url(configured):
+        root = configured
+    if root is not None and is_store_url(root):
+        from ..database import list_sessions
+        from ..postgres.url import redact
+
+        rows = list_sessions(root)
+        where = f"in {redact(root)}"
+    else:
+        store_root = root if root is not None else default_root()
+        rows = list_store(store_root)
+        where = f"under {store_root}"
     if as_json:
         echo_json(envelope("sessions", rows, count_by(rows, "status")))
         return
     if not rows:
-        click.echo(printable(f"no sessions under {store_root}"))
+        click.echo(printable(f"no sessions {where}"))
         return
     click.echo(f"{'ID':<36} {'VER':>3} {'EVENTS':>7}  {'STATUS':<16} {'CREATED':<25}  CWD")
     for row in rows:

@@ -28,6 +28,7 @@ from ._common import (
     envelope,
     fail,
     guarded,
+    is_store_url,
     json_text,
     output_choice,
     set_verdict,
@@ -104,7 +105,8 @@ def migrate(
     result then goes to stderr). --encoding raw|zstd publishes the v4 logs in that
     encoding: a v4 store log of the other one is re-encoded beside itself and kept as
     its .v4.bak, so a whole root converts. --check and --dry-run report what a real run
-    would (current, would-migrate or refused), looking at the target too. Each file is
+    would (current, would-migrate or refused), looking at the target too. A
+    postgresql:// URL is skipped with a note: such a store holds format 4 only. Each file is
     printed as soon as it and the ones before it are done. Exit 0
     when nothing was refused; 1 when a file was refused, or with --check when anything
     would change; 2 on a usage error.
@@ -127,6 +129,19 @@ def migrate(
     to_stdout = output == STDOUT
     out = Output(err=to_stdout)
     counts: dict[str, int] = {}
+    urls = [path for path in paths if is_store_url(path)]
+    if urls:
+        if output is not None or in_place:
+            raise click.UsageError("--output and --in-place take log files, not a store URL")
+        for url in urls:
+            click.echo(f"note: {_nothing_to_migrate(url)}", err=True)
+        paths = tuple(path for path in paths if not is_store_url(path))
+        if not paths:
+            if fmt == "json":
+                echo_json(migrate_json([]))
+            elif fmt == "jsonl":
+                echo_json_line({"schema": JSON_SCHEMA_VERSION, "summary": {}}, out)
+            sys.exit(EXIT_OK)
 
     def emit(result: MigrationResult) -> None:
         result = _named(result, spool)
@@ -179,6 +194,17 @@ def migrate(
     else:
         out.echo(_counts_line(counts))
     sys.exit(code)
+
+
+def _nothing_to_migrate(url: str) -> str:
+    """Why ``migrate URL`` does nothing (the URL's password masked)."""
+    from ..postgres.url import redact
+
+    return printable(
+        f"{redact(url)}: a PostgreSQL store holds format-4 sessions only, so there is nothing "
+        "to migrate; to bring older logs there, migrate their JSONL store first, then "
+        "`dsh-store copy ROOT URL`"
+    )
 
 
 def _named(result: MigrationResult, spool: str | None) -> MigrationResult:

@@ -28,12 +28,14 @@ from ._common import (
     envelope,
     fail,
     guarded,
+    is_store_url,
     json_text,
     output_choice,
     set_verdict,
     stdout_spool,
     streaming,
     style,
+    url_runs,
 )
 
 
@@ -79,7 +81,8 @@ def repair(
     deleted once they are 10 minutes old, including orphans whose log was never created;
     younger ones are kept and listed. Each file is printed as soon as it and the ones
     before it are done. Exit 0 when every file is clean or repaired, 1 when one was
-    refused.
+    refused. A postgresql:// URL repairs every session of that store that needs it,
+    each in one transaction under its advisory lock (--dry-run only reads).
 
     With --salvage --output OUT, a log with committed corruption is not repaired but
     salvaged: its events up to the first bad one, plus closers, are published as the
@@ -108,22 +111,28 @@ def repair(
         shown += 1
         _show(result, fmt, quiet, out)
 
-    try:
-        results = repair_paths(
-            paths,
-            dry_run=dry_run,
-            jobs=jobs,
-            progress=streaming("repairing", None if fmt == "json" else emit),
-        )
-    except NoLogsError as error:
-        fail(str(error), EXIT_USAGE)
+    results: list[dict[str, Any]] = []
+    for is_url, run in url_runs(paths):
+        hook = streaming("repairing", None if fmt == "json" else emit)
+        shown = 0
+        if is_url:
+            from ..database import repair_store
+
+            results.extend(repair_store(run[0], dry_run=dry_run, progress=hook))
+            continue
+        try:
+            run_results = repair_paths(run, dry_run=dry_run, jobs=jobs, progress=hook)
+        except NoLogsError as error:
+            fail(str(error), EXIT_USAGE)
+        if fmt != "json":
+            for result in run_results[shown:]:  # the orphan temps, found after the logs
+                _show(result, fmt, quiet, out)
+        results.extend(run_results)
     refused = any(result["status"] == "refused" for result in results)
     set_verdict(EXIT_FINDINGS if refused else EXIT_OK)
     if fmt == "json":
         echo_json(envelope("files", results, count_by(results, "status")))
     else:
-        for result in results[shown:]:  # the orphan temps, found and deleted after the logs
-            _show(result, fmt, quiet, out)
         summary = count_by(results, "status")
         if fmt == "jsonl":
             echo_json_line({"schema": JSON_SCHEMA_VERSION, "summary": summary}, out)
@@ -159,6 +168,11 @@ def _salvage(
         raise click.UsageError("--salvage needs --output OUT (the source is never rewritten)")
     if len(paths) != 1:
         raise click.UsageError(f"--salvage takes exactly one log file; {len(paths)} were given")
+    if is_store_url(paths[0]):
+        raise click.UsageError(
+            "--salvage takes a log file, not a store URL: a PostgreSQL store commits whole "
+            "batches, so it holds no torn or corrupt bytes to salvage from"
+        )
     if os.path.isdir(paths[0]):
         raise click.UsageError(
             f"--salvage takes a log file, and {printable(paths[0])} is a directory"
@@ -239,6 +253,11 @@ def _repair_text(result: dict[str, Any]) -> str:
         lines.append(
             f"  cut {result['tornBytes']} torn byte(s) at offset {result['truncateAt']}, "
             f"saved first to {result['sidecar']}"
+        )
+    elif result["tornBytes"]:  # a database's rows: no file offset, kept in a table
+        lines.append(
+            f"  cut {result['tornBytes']} byte(s) of stored rows past the last good one, "
+            f"kept in table {result['sidecar']}"
         )
     if result["closers"]:
         lines.append(f"  append closers: {', '.join(result['closers'])}")

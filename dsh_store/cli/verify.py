@@ -33,6 +33,7 @@ from ._common import (
     stdin_spooled,
     streaming,
     style,
+    url_runs,
 )
 
 if TYPE_CHECKING:
@@ -92,7 +93,9 @@ def verify(
     is a leftover-temp finding of that log; one whose log was never created (a first
     write killed before its link) is listed on its own. Both fail only with --strict,
     and dsh-store repair deletes them. Each file is printed as soon as it and the ones
-    before it are done. A PATH of - reads one log from standard input.
+    before it are done. A PATH of - reads one log from standard input; a
+    postgresql:// URL checks every session of that store (named URL#ID, the password
+    masked).
 
     \b
     Examples:
@@ -101,6 +104,7 @@ def verify(
       dsh-store verify session.v4.jsonl --json
       dsh-store verify big-store/ --jobs 4 --allow-repairable -q
       git show HEAD:session.v4.jsonl | dsh-store verify -
+      dsh-store verify postgresql://agent@db.internal/sessions --json
     """
     from ..verify import NoLogsError, counts_as_failure, verify_json, verify_tree
 
@@ -142,16 +146,22 @@ def verify(
         else:
             out.echo(_report_text(report, failed, superseded_by(report.path), verbose=verbose))
 
+    found: list[FileReport] = []
+    orphans: list[LeftoverTemp] = []
     with stdin_spooled(paths) as files:
-        try:
-            found, orphans = verify_tree(
-                files,
-                jobs=jobs,
-                progress=streaming("verifying", None if fmt == "json" else emit),
-                lenient=lenient,
-            )
-        except NoLogsError as error:
-            fail(str(error), EXIT_USAGE)
+        for is_url, run in url_runs(files):
+            hook = streaming("verifying", None if fmt == "json" else emit)
+            if is_url:
+                from ..database import verify_store
+
+                found.extend(verify_store(run[0], progress=hook))
+                continue
+            try:
+                run_found, run_orphans = verify_tree(run, jobs=jobs, progress=hook, lenient=lenient)
+            except NoLogsError as error:
+                fail(str(error), EXIT_USAGE)
+            found.extend(run_found)
+            orphans.extend(run_orphans)
         reports = [_named(report) for report in found]
     if fmt == "json":
         failures = {report.path for report in reports if judge(report)}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -64,13 +64,23 @@ from .url import redact
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["LOCATION_PREFIX", "PostgresBackend"]
+__all__ = ["LOCATION_PREFIX", "PostgresBackend", "StoredSession"]
 
 LOCATION_PREFIX = "pg:"
 """Locations are ``pg:/<encodedId>``."""
 
 READ_BATCH_ROWS = 2000
 """Rows a streaming read fetches per round trip (the server-side cursor's ``itersize``)."""
+
+
+class StoredSession(NamedTuple):
+    """One session row as :meth:`PostgresBackend.stored_sessions` lists it."""
+
+    session_id: str
+    header: bytes
+    """The header line as stored (its newline included)."""
+    events: int
+    """Events stored (``next_seq``)."""
 
 
 class PostgresBackend(StorageBackend):
@@ -243,6 +253,23 @@ class PostgresBackend(StorageBackend):
             "listing sessions", "SELECT session_id FROM dsh_sessions ORDER BY session_id"
         )
         return [str(row[0]) for row in rows]
+
+    def stored_sessions(self, session_ids: Sequence[str] | None = None) -> list[StoredSession]:
+        """The session rows (id, header as stored, events stored), sorted by id: every one,
+        or those of ``session_ids`` that exist.
+
+        One statement over the session rows only: no event is read. A header that does
+        not parse is returned as stored (``dsh-store verify`` reports it).
+        """
+        if not self._readable():
+            return []
+        sql = "SELECT session_id, header, next_seq FROM dsh_sessions"
+        params: tuple[Any, ...] = ()
+        if session_ids is not None:
+            sql += " WHERE session_id = ANY(%s)"
+            params = (list(session_ids),)
+        rows = self._query("listing sessions", sql + " ORDER BY session_id", params)
+        return [StoredSession(str(row[0]), bytes(row[1]), int(row[2])) for row in rows]
 
     # -- reading ---------------------------------------------------------------------
 

@@ -22,10 +22,13 @@ COMMAND_MODULES = {
     "cat": "cat",
     "demo": "demo",
     "export": "export",
+    "copy": "copying",
     "pg": "pg",
 }
 # Library modules a verify run has no use for; they load only inside their commands.
-OTHER_LIBRARY_MODULES = ("bulk", "summary", "demo", "store", "migrate", "export")
+OTHER_LIBRARY_MODULES = (
+    "bulk", "summary", "demo", "store", "migrate", "export", "copying", "database"
+)  # fmt: skip
 
 
 def _loaded_after(code: str) -> set[str]:

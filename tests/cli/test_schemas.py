@@ -8,7 +8,7 @@ from tests.cli.schema_check import errors, load_schema
 
 
 @pytest.mark.parametrize(
-    "name", ["verify", "migrate", "repair", "inspect", "list", "salvage", "pg-init"]
+    "name", ["verify", "migrate", "repair", "inspect", "list", "salvage", "copy", "pg-init"]
 )
 def test_every_schema_uses_only_supported_keywords(name: str) -> None:
     schema = load_schema(name)
