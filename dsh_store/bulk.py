@@ -17,11 +17,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .children import store_location
+from .children import store_root as store_root  # re-exported: bulk.store_root
 from .errors import DshStoreError, MigrationOptionsError
 from .jsonl import layout
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner, header_version
-from .migrate import MigrationResult
+from .migrate import MigrationResult, classify_header, migrate_file
 from .verify import Progress, collect_log_files, map_files
 
 __all__ = [
@@ -39,41 +41,7 @@ __all__ = [
 
 def is_store_file(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a store file (see :func:`store_root`), False for a loose file."""
-    return _store_location(Path(path)) is not None
-
-
-def store_root(path: str | os.PathLike[str]) -> Path | None:
-    """The root of the store that ``path`` belongs to, or None when it is a loose file.
-
-    A store file is a generation file (``session.jsonl`` / ``session.vN.jsonl``) with a
-    readable header whose directory sits in a project directory of a root,
-    ``<root>/<project dir>/<session dir>/`` (:func:`dsh_store.binding.store_root_of`: the
-    project directory is named ``_no-cwd`` or ``--<slug>--`` as
-    :func:`~dsh_store.jsonl.layout.project_key` spells it). Anything else is loose: another
-    name, a path too shallow for the layout, an empty file. The directory is taken with
-    symlinks resolved (where ``session.v4.jsonl`` would be published); only the header line
-    is read. A store file filed under another session (its header's id and cwd derive
-    another directory) is still a store file: migrating it is refused
-    (:func:`dsh_store.binding.check_binding`), never redirected to a loose-file path.
-    """
-    location = _store_location(Path(path))
-    return None if location is None else location[0]
-
-
-def _store_location(path: Path) -> tuple[Path, HeaderInfo] | None:
-    """(store root, header) of a store file; None for a loose file (see :func:`store_root`)."""
-    from .binding import store_root_of
-
-    location = store_root_of(path)
-    if location is None:
-        return None
-    try:
-        info = LogScanner(path).read_header()
-    except (DshStoreError, OSError):
-        return None
-    if info is None:
-        return None
-    return Path(location[0]), info
+    return store_location(Path(path)) is not None
 
 
 class MigrationRequest:
@@ -158,7 +126,7 @@ def migrate_paths(
     children = _ChildEvidence()
     explicit = None if evidence_root is None else Path(evidence_root)
     for file in files:
-        location = _store_location(file)
+        location = store_location(file)
         loose = location is None
         # A dry run refuses what the real run refuses: it reports exactly that run.
         if loose and output is None and not in_place and _needs_upgrade(file):
@@ -188,8 +156,8 @@ def migrate_paths(
 class _ChildEvidence:
     """Child-session headers of store files, one index per store root (headers only).
 
-    Only roots established by :func:`_store_location`, or named by the caller, are walked,
-    never a guess.
+    Only roots established by :func:`~dsh_store.children.store_location`, or named by the
+    caller, are walked, never a guess.
     """
 
     def __init__(self) -> None:
@@ -214,15 +182,11 @@ def _header_of(file: Path) -> HeaderInfo | None:
 
 
 def _needs_upgrade(file: Path) -> bool:
-    from .migrate import classify_header
-
     return classify_header(file) == "migration-required"
 
 
 def migrate_one(request: MigrationRequest) -> MigrationResult:
     """Migrate one file as requested; a refusal becomes a ``refused`` result."""
-    from .migrate import migrate_file
-
     source = request.source
     loose = request.loose if request.loose is not None else not is_store_file(source)
     if not loose:

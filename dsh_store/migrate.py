@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .binding import BINDING_RULE, row_binding
+from .children import children_index, jsonl_backend, migration_children
+from .children import store_root as own_root
 from .errors import (
     ConcurrentModificationError,
     DshStoreError,
@@ -44,13 +47,12 @@ from .errors import (
 from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.failpoints import failpoint
-from .jsonl.files import _write_all, fsync_dir
+from .jsonl.files import fsync_dir, write_all
 from .jsonl.rows import HeaderInfo
-from .jsonl.scan import LogScanner
+from .jsonl.scan import LogScanner, corruption_first, revision_of
 from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
-from .restore import corruption_first, read_log, revision_of
 
 __all__ = [
     "HEADER_CLASSES",
@@ -202,13 +204,13 @@ def upgrade(
     :raises MigrationRefusedError: raised while iterating, when an edge refuses or the
         upgraded event is not valid v4 (naming path, seq, event type and rule).
     """
-    header, events, _ = _upgrade(
+    header, events, _ = upgrade_located(
         header_json, events_json, path, child_headers, extras, fresh_dicts=False, lenient=lenient
     )
     return header, events
 
 
-def _upgrade(
+def upgrade_located(
     header_json: Mapping[str, Any],
     events_json: Iterable[Mapping[str, Any]],
     path: str | None,
@@ -308,7 +310,7 @@ def _refusal(
     detail: str, rule: str, path: str | None, row: Mapping[str, Any], locate: Locate
 ) -> MigrationRefusedError:
     seq = row.get("seq")
-    return _model_refusal(
+    return model_refusal(
         f"the upgraded event is not valid v4: {detail}",
         rule,
         path,
@@ -318,7 +320,7 @@ def _refusal(
     )
 
 
-def _model_refusal(
+def model_refusal(
     detail: str,
     rule: str,
     path: str | None,
@@ -345,7 +347,7 @@ def _model_refusal(
     )
 
 
-def _with_source_line(error: MigrationRefusedError, source: Path) -> MigrationRefusedError:
+def with_source_line(error: MigrationRefusedError, source: Path) -> MigrationRefusedError:
     """``error`` (a refusal naming a source seq) with that event's line and type.
 
     The seqs a model refusal names are source seqs (the migration's locator maps them
@@ -411,7 +413,7 @@ def _checked(
     try:
         return check_stream(header, events)
     except EventValidationError as error:
-        raise _model_refusal(
+        raise model_refusal(
             f"the upgraded log breaks a v4 rule: {error.detail}",
             error.rule,
             path,
@@ -445,7 +447,7 @@ def _write_temp(
         if encoder is None:
             buffer = bytearray(header_line)
         else:
-            _write_all(fd, encoder.header_frame(header_line))
+            write_all(fd, encoder.header_frame(header_line))
             buffer = bytearray()
         for event in events:
             buffer += event.line
@@ -456,7 +458,7 @@ def _write_temp(
         if encoder is None:
             _write_buffer(fd, buffer)
         elif buffer:
-            _write_all(fd, encoder.batch_frame(bytes(buffer)))
+            write_all(fd, encoder.batch_frame(bytes(buffer)))
         failpoint("migrate.before-fsync")
         os.fsync(fd)
     except BaseException:
@@ -471,7 +473,7 @@ def _write_temp(
 def _write_buffer(fd: int, buffer: bytearray | bytes) -> None:
     """Write all of ``buffer`` in place (no copy): the store's write loop, with its
     short-write handling and no-progress guard."""
-    _write_all(fd, buffer)
+    write_all(fd, buffer)
 
 
 def verify_published(path: str | os.PathLike[str]) -> int:
@@ -543,7 +545,7 @@ def _migrate_to_temp(
         with corruption_first(source):
             temp, count = _write_temp(target, header_line, events)
     except MigrationRefusedError as error:
-        raise _with_source_line(error, source) from None
+        raise with_source_line(error, source) from None
     try:
         verified = verify_published(temp)
         if verified != count:
@@ -559,10 +561,10 @@ def _migrate_to_temp(
             raise
         # A model rule broken by the upgraded log: name the source event (the temp is
         # gone); the written seq is the upgraded one.
-        refusal = _model_refusal(
+        refusal = model_refusal(
             error.detail, error.rule, str(source), error.seq, error.event_type, locate
         )
-        raise _with_source_line(refusal, source) from None
+        raise with_source_line(refusal, source) from None
     except BaseException:
         _discard(temp)
         raise
@@ -586,7 +588,7 @@ def _source_stream(
     if info.version == SESSION_FORMAT_VERSION:
         header = SessionHeader.from_json(info.value)
         return header, info.raw + b"\n", _copied_events(scanner, str(source)), None
-    header, events, locate = _upgrade(
+    header, events, locate = upgrade_located(
         info.value,
         _scanned_rows(scanner),
         str(source),
@@ -603,7 +605,7 @@ def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
         try:
             yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
         except EventValidationError as error:
-            raise _model_refusal(
+            raise model_refusal(
                 f"the event is not valid v4: {error.detail}",
                 error.rule,
                 path,
@@ -612,7 +614,7 @@ def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
                 None,
             ) from None
         except LosslessJsonError as error:
-            raise _model_refusal(
+            raise model_refusal(
                 str(error), "not-lossless-json", path, row.first_seq, row.value.get("type"), None
             ) from None
 
@@ -729,11 +731,12 @@ def publish_upgrade(
     inspection: Inspection,
     *,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
-) -> Inspection:
+) -> Path:
     """Publish the v4 upgrade of a store session's older log as ``session.v4.jsonl`` beside it.
 
-    The source generation stays untouched (it is the backup). Returns the inspection of
-    the published v4 log. Used when an older session is opened for writing.
+    The source generation stays untouched (it is the backup). Returns the published v4
+    log's path (read it with :func:`dsh_store.restore.read_log`). Used when an older
+    session is opened for writing.
 
     :param child_headers: header rows of the sessions naming this one as parent, as
         :func:`migrate_file` and :func:`migrate_store` take them (completes the v4 subagent
@@ -758,7 +761,7 @@ def publish_upgrade(
         temp, _, _, _ = _migrate_to_temp(source, target, child_headers)
         if _publish(temp, target):
             record_published(target)  # the new log never inherits an old watermark
-    return read_log(target)
+    return target
 
 
 def migrate_file(
@@ -840,15 +843,12 @@ def _child_evidence(
 
     None for a v4 source (it is not upgraded) and for a loose file with no ``store_root``.
     """
-    from .bulk import store_root as own_root
-    from .store import JsonlStore
-
     if info.version == SESSION_FORMAT_VERSION:
         return None
     root = own_root(source) if store_root is None else Path(store_root)
     if root is None:
         return None
-    return JsonlStore(root).migration_children(info)
+    return migration_children(info, jsonl_backend(root))
 
 
 def _beside(source: Path) -> Path:
@@ -892,7 +892,7 @@ def _dry_run(
             with corruption_first(source):
                 count = _checked(header, events, str(source), locate)
         except MigrationRefusedError as error:
-            raise _with_source_line(error, source) from None
+            raise with_source_line(error, source) from None
         if probe is not None:
             _accept_existing(target, probe.matches)
             return MigrationResult(source, "current", info.version, target=target, events=count)
@@ -994,25 +994,22 @@ def migrate_store(
     session are passed to the chain so the v4 subagent catalog is complete. ``lenient`` is
     :func:`migrate_file`'s.
     """
-    from .binding import BINDING_RULE, row_binding
-    from .store import JsonlStore
-
-    store = JsonlStore(root)
+    backend = jsonl_backend(root)
     results: list[MigrationResult] = []
     index: dict[str, tuple[Mapping[str, Any], ...]] | None = None
-    for log in store.session_logs():
+    for log in backend.locations():
         try:
             info = LogScanner(log).read_header()
             if info is None:
                 continue
-            misfiled = row_binding(store.root, log.parent, info.value, path=log)
+            misfiled = row_binding(backend.root, log.parent, info.value, path=log)
             if misfiled is not None:
                 reason = f"{BINDING_RULE}: {misfiled.message}"
                 results.append(MigrationResult(log, "refused", info.version, reason=reason))
                 continue
             if index is None and info.version != SESSION_FORMAT_VERSION:
-                index = store.children_index()  # one walk of the store, built on first need
-            children = store.migration_children(info, index)
+                index = children_index(backend)  # one walk of the store, built on first need
+            children = migration_children(info, backend, index)
             results.append(
                 migrate_file(log, dry_run=dry_run, child_headers=children, lenient=lenient)
             )

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from . import _lazy_module_getattr
+from ._lazy import lazy_module_getattr
 from .errors import (
     CorruptLogError,
     DshStoreError,
@@ -27,6 +27,7 @@ from .errors import (
 )
 from .jsonl.rows import Finding
 from .jsonl.scan import LogScanner, ScannedRow, TornTail, header_version
+from .jsonl.scan import corruption_first as corruption_first  # re-exported
 from .jsonl.scan import revision_of as revision_of  # re-exported: restore.revision_of
 from .model import (
     SESSION_FORMAT_VERSION,
@@ -173,18 +174,18 @@ def restore_stored(
     from .model import interrupted_closers
 
     log = Path(path)
-    scanner, version, header, events, locate = _open_located(
+    scanner, version, header, events, locate = open_located(
         log, child_headers, reader, lenient=lenient
     )
     committed: list[SessionEvent] = []
     closing: list[SessionEvent] = []
     if resume:
         events = _then_closers(events, committed, closing)
-    with source_located(log), corruption_first(log), _collector_paused():
+    with source_located(log), corruption_first(log), collector_paused():
         try:
             session = Session.from_restore(header, events, resume=resume, clock=clock)
         except EventValidationError as error:
-            raise _model_error(error, log, version, locate, reader) from None
+            raise model_error(error, log, version, locate, reader) from None
     if resume:
         restored, closers = tuple(committed), tuple(closing)
     else:
@@ -201,8 +202,8 @@ def restore_stored(
         torn=scanner.torn,
         committed_size=scanner.committed_size,
         file_size=scanner.file_size,
-        findings=_findings(scanner, version, balanced=not closers, event_count=len(restored)),
-        classification=_classification_of(scanner.torn, not closers, version),
+        findings=log_findings(scanner, version, balanced=not closers, event_count=len(restored)),
+        classification=classification_of(scanner.torn, not closers, version),
         revision=revision,
     )
     return inspection, session
@@ -221,7 +222,7 @@ def _then_closers(
     yield from closers
 
 
-def _open_events(
+def open_events(
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
     scanner: LogScanner | None = None,
@@ -231,18 +232,18 @@ def _open_events(
     ``scanner`` (a new one on ``log`` when None) lets a caller read the findings it
     collected even when this, or the stream, raises.
     """
-    reader, version, header, events, _ = _open_located(log, child_headers, scanner)
+    reader, version, header, events, _ = open_located(log, child_headers, scanner)
     return reader, version, header, events
 
 
-def _open_located(
+def open_located(
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
     scanner: StoredLogReader | None = None,
     *,
     lenient: bool = False,
 ) -> tuple[StoredLogReader, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
-    """:func:`_open_events`, plus the migration's locator of an upgraded log (upgraded
+    """:func:`open_events`, plus the migration's locator of an upgraded log (upgraded
     seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log.
 
     A header ``scanner`` already read is used as read (the rows re-read its line anyway).
@@ -254,14 +255,14 @@ def _open_located(
         raise NotASessionError(os.fspath(log), "the file is empty (0 bytes)")
     rows = scanner.rows()
     if info.version == SESSION_FORMAT_VERSION:
-        events = _current_events(rows, log)
-        return scanner, info.version, _header_from_row(info.value, log), events, None
+        events = current_events(rows, log)
+        return scanner, info.version, header_from_row(info.value, log), events, None
     header, events, locate = _upgraded(info.value, rows, log, child_headers, lenient)
     return scanner, info.version, header, events, locate
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector during a bulk load.
 
     A restore allocates a few acyclic objects per event; with the collector running, its
@@ -279,43 +280,25 @@ def _collector_paused() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def corruption_first(
-    log: str | os.PathLike[str], scanner: LogScanner | None = None
-) -> Iterator[None]:
-    """Report committed corruption before a refusal (DESIGN §6.3 precedence).
-
-    Rows flow lazily, so a migration edge may refuse an early event before the scanner
-    reaches a later committed defect; a refused log is therefore scanned to its end once
-    more, and a :class:`CorruptLogError` found there wins. That rescan uses ``scanner``
-    when given (a new one on ``log`` otherwise), so its findings cover the whole scan.
-    """
-    try:
-        yield
-    except MigrationRefusedError:
-        # raises CorruptLogError on committed corruption
-        (LogScanner(log) if scanner is None else scanner).exhaust()
-        raise
-
-
-@contextlib.contextmanager
 def source_located(log: str | os.PathLike[str]) -> Iterator[None]:
     """Give a refusal by the v4 model's check of an upgraded log its source line and type.
 
-    Such a refusal already names the source seq (see :func:`_model_error`); its line is
+    Such a refusal already names the source seq (see :func:`model_error`); its line is
     found by one more scan of ``log``, only on a refusal, as ``dsh-store migrate`` does.
     Use it outside :func:`corruption_first`, so committed corruption still wins first.
     """
     try:
         yield
     except MigrationRefusedError as error:
+        # Both kept off the verify cold start (migrate imports pathlib).
         from pathlib import Path
 
-        from .migrate import _with_source_line
+        from .migrate import with_source_line
 
-        raise _with_source_line(error, Path(log)) from None
+        raise with_source_line(error, Path(log)) from None
 
 
-def _findings(
+def log_findings(
     scanner: StoredLogReader, version: int, *, balanced: bool, event_count: int
 ) -> tuple[Finding, ...]:
     findings = list(scanner.findings)
@@ -346,7 +329,7 @@ def _findings(
     return tuple(findings)
 
 
-def _classification_of(torn: TornTail | None, balanced: bool, version: int) -> str:
+def classification_of(torn: TornTail | None, balanced: bool, version: int) -> str:
     if torn is not None:
         return "torn-tail"
     if not balanced:
@@ -356,7 +339,7 @@ def _classification_of(torn: TornTail | None, balanced: bool, version: int) -> s
     return "ok"
 
 
-def _header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> SessionHeader:
+def header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> SessionHeader:
     try:
         return SessionHeader.from_json(value)
     except EventValidationError as error:
@@ -365,7 +348,7 @@ def _header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> S
         ) from None
 
 
-def _current_events(
+def current_events(
     rows: Iterable[ScannedRow], log: str | os.PathLike[str]
 ) -> Iterator[SessionEvent]:
     for row in rows:
@@ -390,7 +373,7 @@ def _row_error(
     )
 
 
-def _model_error(
+def model_error(
     error: EventValidationError,
     log: str | os.PathLike[str],
     version: int,
@@ -404,9 +387,9 @@ def _model_error(
     (edge ``model``, the source seq); :func:`source_located` then adds its line.
     """
     if version != SESSION_FORMAT_VERSION and locate is not None:
-        from .migrate import _model_refusal
+        from .migrate import model_refusal  # kept off the verify cold start (pathlib)
 
-        return _model_refusal(
+        return model_refusal(
             f"the upgraded log breaks a v4 rule: {error.detail}",
             error.rule,
             os.fspath(log),
@@ -446,10 +429,10 @@ def _upgraded(
     child_headers: tuple[Mapping[str, Any], ...] | None,
     lenient: bool = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
-    from .migrate import _upgrade
+    from .migrate import upgrade_located  # kept off the verify cold start (pathlib)
 
     try:
-        return _upgrade(
+        return upgrade_located(
             header_row,
             (row.value for row in rows),
             os.fspath(log),
@@ -494,7 +477,7 @@ def examine(
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events, locate = _open_located(
+        _, version, header, events, locate = open_located(
             log, child_headers, scanner, lenient=lenient
         )
         last: list[SessionEvent] = []
@@ -504,7 +487,7 @@ def examine(
             try:
                 checked = check_stream_session(header, events)
             except EventValidationError as error:
-                raise _model_error(error, log, version, locate) from None
+                raise model_error(error, log, version, locate) from None
     except NotASessionError as error:
         empty = scanner.empty  # a regular file of 0 bytes (a FIFO's st_size is 0 too)
         return FileReport(
@@ -576,10 +559,10 @@ def examine(
             (Finding("unreadable", f"{log}: cannot read: {error.strerror or error}"),),
         )
     balanced = checked.is_balanced
-    findings = _findings(scanner, version, balanced=balanced, event_count=checked.seq)
+    findings = log_findings(scanner, version, balanced=balanced, event_count=checked.seq)
     return FileReport(
         log,
-        _classification_of(scanner.torn, balanced, version),
+        classification_of(scanner.torn, balanced, version),
         version,
         checked.seq,
         findings + _lenient_findings(last),
@@ -655,4 +638,4 @@ def _int_or_none(value: object) -> int | None:
 
 # ``restore.Inspection`` stays importable; it lives in its own module so that
 # ``dsh-store verify`` does not pay for building a dataclass at start-up.
-__getattr__ = _lazy_module_getattr(__name__, {"Inspection": "dsh_store.inspection"}, globals())
+__getattr__ = lazy_module_getattr(__name__, {"Inspection": "dsh_store.inspection"}, globals())

@@ -25,13 +25,13 @@ from .errors import (
     SalvageRefusedError,
     SessionExistsError,
     ZstdWriteUnsupportedError,
-    _where,
+    location_text,
 )
 from .jsonl.files import materialize
 from .jsonl.rows import Finding
 from .jsonl.scan import LogScanner, ScannedRow
 from .model import SESSION_FORMAT_VERSION, Session, SessionEvent, SessionHeader, interrupted_closers
-from .restore import _collector_paused, _current_events, _header_from_row, finding_json
+from .restore import collector_paused, current_events, finding_json, header_from_row
 
 __all__ = [
     "SalvagePlan",
@@ -142,7 +142,9 @@ def describe_salvage(result: Mapping[str, Any], style: Callable[..., str] = _pla
     if stop is None:
         lines.append("  the log is valid to its end: nothing dropped")
     else:
-        where = _where(None, stop["line"], stop["offset"], stop["seq"]) or "the end of the log"
+        where = (
+            location_text(None, stop["line"], stop["offset"], stop["seq"]) or "the end of the log"
+        )
         # Scanner messages already end in their rule; name it once.
         rule = "" if f"[{stop['rule']}]" in stop["message"] else f" [{stop['rule']}]"
         lines.append(f"  stopped at {where}: {stop['message']}{rule}")
@@ -227,7 +229,7 @@ def salvage_file(
             "log (a corrupt one is refused by the migration as well)",
             rule="needs-migration",
         )
-    header = _header_from_row(info.value, log)
+    header = header_from_row(info.value, log)
     _check_target(log, target)
     prefix = _scan(scanner, log, header)
     kept = prefix.events
@@ -312,10 +314,10 @@ def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
     prefix = _Prefix()
     # A generator in fact: closed below so the scanner's descriptor goes at once.
     rows = cast(Generator[ScannedRow, None, None], scanner.rows())
-    events = prefix.admitted(_current_events(prefix.track(rows), log))
+    events = prefix.admitted(current_events(prefix.track(rows), log))
     whole = False
     try:
-        with _collector_paused():
+        with collector_paused():
             Session.from_restore(header, events)
         whole = True
     except CorruptLogError as error:
@@ -342,7 +344,7 @@ def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
         if stop is None:
             detail = "the log holds no event"
         else:
-            where = _where(None, stop.line, stop.offset, stop.seq)
+            where = location_text(None, stop.line, stop.offset, stop.seq)
             rule = "" if f"[{stop.rule}]" in stop.message else f" [{stop.rule}]"
             detail = f"the first event is already bad: {where}: {stop.message}{rule}"
         raise SalvageRefusedError(
@@ -361,7 +363,7 @@ def _enforce_end_rules(log: Path, header: SessionHeader, prefix: _Prefix) -> Non
     """
     while prefix.events:
         try:
-            with _collector_paused():
+            with collector_paused():
                 Session.from_restore(header, prefix.events)
             return
         except EventValidationError as error:

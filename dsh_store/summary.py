@@ -323,9 +323,9 @@ def iter_v4_lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, int, byte
         return
     from itertools import islice
 
-    from .restore import _open_events
+    from .restore import open_events
 
-    _, _, _, events = _open_events(path, None)
+    _, _, _, events = open_events(path, None)
     for event in islice(events, count):  # not what a writer appended since the check
         yield event.type, event.seq, event.line
 
@@ -352,17 +352,17 @@ def stream_v4_lines(
     """
     from .errors import EventValidationError, NotASessionError
     from .restore import (
-        _model_error,
-        _open_located,
         check_stream_session,
         corruption_first,
+        model_error,
+        open_located,
         source_located,
     )
 
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events, locate = _open_located(log, None, scanner)
+        _, version, header, events, locate = open_located(log, None, scanner)
     except NotASessionError:
         if scanner.empty:
             return None
@@ -379,5 +379,5 @@ def stream_v4_lines(
         try:
             checked = check_stream_session(header, admitted())
         except EventValidationError as error:
-            raise _model_error(error, log, version, locate) from None
+            raise model_error(error, log, version, locate) from None
     return checked.seq

@@ -38,7 +38,7 @@ from typing import NamedTuple, TypeVar
 from .errors import DshStoreError, NoLogsError
 from .jsonl import layout
 from .jsonl.rows import Finding
-from .restore import FileReport, examine
+from .restore import CLASSIFICATIONS, FileReport, examine
 
 __all__ = [
     "TEMP_GRACE_S",
@@ -640,8 +640,6 @@ def _has_extra_findings(report: FileReport, expected: set[str]) -> bool:
 
 def summary_counts(reports: Iterable[FileReport]) -> dict[str, int]:
     """``{classification: count}`` over ``reports``, in precedence order."""
-    from .restore import CLASSIFICATIONS
-
     counts = dict.fromkeys(CLASSIFICATIONS, 0)
     for report in reports:
         counts[report.classification] = counts.get(report.classification, 0) + 1

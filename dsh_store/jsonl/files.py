@@ -133,7 +133,7 @@ def make_dirs(
     return created
 
 
-def _write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None = None) -> None:
+def write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None = None) -> None:
     """Write every byte of ``data`` to ``fd``, looping over short writes."""
     view = memoryview(data)
     if torn_failpoint is not None and armed(torn_failpoint) and len(view) > 1:
@@ -223,7 +223,7 @@ def _publish(temp: Path, final: Path, data: bytes, session: str) -> tuple[int, i
     try:
         try:
             os.fchmod(fd, FILE_MODE)  # independent of the umask
-            _write_all(fd, data)
+            write_all(fd, data)
             failpoint("materialize.after-temp-write")
             os.fsync(fd)
             identity = os.fstat(fd)
@@ -349,7 +349,7 @@ class LogWriter:
             data = self.encoder.batch_frame(data)
         try:
             failpoint("append.before-write")
-            _write_all(fd, data, torn_failpoint="append.partial-write")
+            write_all(fd, data, torn_failpoint="append.partial-write")
             failpoint("append.after-write")
             failpoint("append.before-fsync")
             os.fsync(fd)

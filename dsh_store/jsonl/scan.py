@@ -23,6 +23,7 @@ with an anonymous ``OSError``. An ``OSError`` of a read names the file as well.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -36,6 +37,7 @@ from ..errors import (
     CorruptLogError,
     DshStoreError,
     LoneSurrogateError,
+    MigrationRefusedError,
     NotASessionError,
     UnsupportedVersionError,
 )
@@ -963,3 +965,22 @@ def header_version(path: str | os.PathLike[str]) -> int | None:
     except (DshStoreError, OSError):
         return None
     return None if info is None else info.version
+
+
+@contextlib.contextmanager
+def corruption_first(
+    log: str | os.PathLike[str], scanner: LogScanner | None = None
+) -> Iterator[None]:
+    """Report committed corruption before a refusal (DESIGN §6.3 precedence).
+
+    Rows flow lazily, so a migration edge may refuse an early event before the scanner
+    reaches a later committed defect; a refused log is therefore scanned to its end once
+    more, and a :class:`CorruptLogError` found there wins. That rescan uses ``scanner``
+    when given (a new one on ``log`` otherwise), so its findings cover the whole scan.
+    """
+    try:
+        yield
+    except MigrationRefusedError:
+        # raises CorruptLogError on committed corruption
+        (LogScanner(log) if scanner is None else scanner).exhaust()
+        raise

@@ -32,7 +32,7 @@ from ..jsonl.writebehind import (
     DEFAULT_MAX_PENDING_BYTES,
     DEFAULT_WINDOW_S,
 )
-from ..live import AsyncLiveSession, AsyncOpening, LiveSession, _Handle
+from ..live import AsyncLiveSession, AsyncOpening, LiveSession, WriterHandle
 from ..model import (
     SESSION_FORMAT_VERSION,
     Session,
@@ -125,16 +125,16 @@ class PostgresStore:
         path = str(location)
         if info.version != SESSION_FORMAT_VERSION:
             raise NeedsMigrationError(path, info.version, "copy it from an upgraded store")
-        header = restore._header_from_row(info.value, path)
-        events = restore._current_events(reader.rows(), path)
+        header = restore.header_from_row(info.value, path)
+        events = restore.current_events(reader.rows(), path)
         try:
             session = Session.from_restore(header, events)
         except EventValidationError as error:
-            raise restore._model_error(error, path, info.version) from None
+            raise restore.model_error(error, path, info.version) from None
         restored = tuple(session.events)
         closers = tuple(interrupted_closers(restored))
         scanner = cast(Any, reader)
-        findings: tuple[Finding, ...] = restore._findings(
+        findings: tuple[Finding, ...] = restore.log_findings(
             scanner, info.version, balanced=not closers, event_count=len(restored)
         )
         return Inspection(
@@ -147,7 +147,7 @@ class PostgresStore:
             committed_size=reader.committed_size,
             file_size=reader.file_size,
             findings=findings,
-            classification=restore._classification_of(reader.torn, not closers, info.version),
+            classification=restore.classification_of(reader.torn, not closers, info.version),
             revision=reader.revision or "",
         )
 
@@ -269,7 +269,7 @@ class PostgresStore:
         origin: str | None,
         delegation_depth: int,
         agent_preset: str | None,
-    ) -> _Handle:
+    ) -> WriterHandle:
         check_session_id(session_id)
         existing = self.backend.find(session_id)
         if existing is not None:
@@ -304,7 +304,7 @@ class PostgresStore:
 
         return AsyncOpening(start)
 
-    def _open_handle(self, session_id: str) -> _Handle:
+    def _open_handle(self, session_id: str) -> WriterHandle:
         location = self._require(session_id)
         lock = self.backend.lock(location, session_id)
         lock.acquire()
@@ -366,7 +366,7 @@ class PostgresStore:
             ).close()
 
 
-class _PgHandle(_Handle):
+class _PgHandle(WriterHandle):
     """The live session's core with a PostgreSQL sink: lock and appender of one session."""
 
     def __init__(
