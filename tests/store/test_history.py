@@ -208,6 +208,8 @@ def test_acknowledged_history_survives_sigkill(root: Path) -> None:
             acked[sid].update(history.ok)
             checked_oks += len(history.ok)
     assert kills == ROUNDS
-    # Enough acknowledged events, on every session, that the checks above bite.
+    # Enough acknowledged events that the checks above bite. The kill counts OKs over all
+    # threads, so how they split between sessions is up to the scheduler: under load one
+    # thread can be starved for whole rounds. Every session must still have been checked.
     assert checked_oks >= 1000, checked_oks
-    assert all(len(acked[sid]) >= 20 for sid in SESSIONS), {s: len(a) for s, a in acked.items()}
+    assert all(len(acked[sid]) >= 5 for sid in SESSIONS), {s: len(a) for s, a in acked.items()}
