@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +44,9 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .inspection import Inspection
-from .jsonl import layout
+from .jsonl import files, layout
 from .jsonl.failpoints import failpoint
-from .jsonl.files import fsync_dir, write_all
+from .jsonl.files import link_durably, new_temp, replace_durably, staged, write_all
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner, corruption_first, revision_of
 from .jsonl.watermark import discard_watermark, record_published
@@ -433,17 +432,16 @@ def _write_temp(
 
     Returns (temp path, event count). The temp is removed on any failure.
     """
-    temp = layout.temp_path(target, secrets.token_hex(6))
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, layout.FILE_MODE)
+    temp = new_temp(target)
     count = 0
     # A zstd target (by its name) gets the header frame, then one frame per written chunk.
     encoder = None
     if layout.encoding_of(target.name) == "zstd":
-        from .jsonl.zstd_codec import FrameEncoder
+        from .jsonl.zstd_codec import FrameEncoder  # only for zstd targets (extra binding)
 
         encoder = FrameEncoder()
-    try:
-        os.fchmod(fd, layout.FILE_MODE)  # the umask must not narrow (or widen) 0600
+    with staged(temp, before_fsync="migrate.before-fsync") as file:
+        fd = file.fd
         if encoder is None:
             buffer = bytearray(header_line)
         else:
@@ -453,27 +451,14 @@ def _write_temp(
             buffer += event.line
             count += 1
             if len(buffer) >= _WRITE_CHUNK:
-                _write_buffer(fd, buffer if encoder is None else encoder.batch_frame(bytes(buffer)))
+                # bytearray written in place (no copy); write_all loops over short writes
+                write_all(fd, buffer if encoder is None else encoder.batch_frame(bytes(buffer)))
                 buffer.clear()
         if encoder is None:
-            _write_buffer(fd, buffer)
+            write_all(fd, buffer)
         elif buffer:
             write_all(fd, encoder.batch_frame(bytes(buffer)))
-        failpoint("migrate.before-fsync")
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    os.close(fd)
     return temp, count
-
-
-def _write_buffer(fd: int, buffer: bytearray | bytes) -> None:
-    """Write all of ``buffer`` in place (no copy): the store's write loop, with its
-    short-write handling and no-progress guard."""
-    write_all(fd, buffer)
 
 
 def verify_published(path: str | os.PathLike[str]) -> int:
@@ -712,15 +697,14 @@ def _publish(temp: Path, target: Path) -> bool:
     continues cleanly (:func:`_accept_existing`). The temp name is always removed.
     """
     try:
-        failpoint("migrate.before-link")
         try:
-            os.link(temp, target)
+            link_durably(
+                temp, target, before_link="migrate.before-link", after_link="migrate.after-link"
+            )
         except FileExistsError:
             _accept_existing(target, _starts_with(target, temp))
-            fsync_dir(target.parent)
+            files.fsync_dir(target.parent)
             return False
-        failpoint("migrate.after-link")
-        fsync_dir(target.parent)
         discard_watermark(target)  # one an earlier log of this name left is not this log's
         return True
     finally:
@@ -756,7 +740,7 @@ def publish_upgrade(
         os.path.lexists(target)
         and _dry_run(source, target, False, child_headers).status == "current"
     ):
-        fsync_dir(target.parent)
+        files.fsync_dir(target.parent)
     else:
         temp, _, _, _ = _migrate_to_temp(source, target, child_headers)
         if _publish(temp, target):
@@ -823,7 +807,7 @@ def migrate_file(
         if in_place and not dry_run:
             # Perhaps replaced by a run killed before its directory fsync: make the
             # replacement (and the backup's name) durable before reporting it.
-            fsync_dir(source.parent)
+            files.fsync_dir(source.parent)
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
     # From here on a v4 source has an ``output``: it is copied there, by the same protocol.
     if dry_run:
@@ -913,8 +897,7 @@ def _migrate_in_place(
         _keep_backup(source, backup)
         failpoint("migrate.before-replace")
         _require_unchanged(source, revision, ignore_ctime=True)
-        os.replace(temp, source)
-        fsync_dir(source.parent)
+        replace_durably(temp, source)
     finally:
         _discard(temp)
     return MigrationResult(source, "migrated", version, target=source, events=count, backup=backup)
@@ -963,7 +946,7 @@ def _keep_backup(source: Path, backup: Path) -> None:
         if backup.is_symlink():  # the source became a symlink after it was checked
             os.unlink(backup)
             raise _symlink_refusal(source)
-    fsync_dir(source.parent)
+    files.fsync_dir(source.parent)
 
 
 def _check_backup(source: Path, backup: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import dsh_store.migrate as migrate
+from dsh_store.jsonl import files
 from dsh_store.jsonl.scan import LogScanner
 from dsh_store.migrate import migrate_file, migrate_store, publish_upgrade
 from dsh_store.restore import read_log
@@ -32,7 +32,7 @@ def _fsync_dirs(monkeypatch: pytest.MonkeyPatch, *, kill_on_call: int | None = N
         if kill_on_call is not None and len(calls) == kill_on_call:
             raise _Killed
 
-    monkeypatch.setattr(migrate, "fsync_dir", record)
+    monkeypatch.setattr(files, "fsync_dir", record)
     return calls
 
 
