@@ -12,27 +12,39 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .binding import BINDING_RULE, check_binding
 from .children import store_location
 from .children import store_root as store_root  # re-exported: bulk.store_root
-from .errors import DshStoreError, MigrationOptionsError
+from .errors import (
+    CorruptLogError,
+    DshStoreError,
+    MigrationOptionsError,
+    SessionLockedError,
+    StorageError,
+)
 from .jsonl import layout
-from .jsonl.rows import HeaderInfo
+from .jsonl.rows import Finding, HeaderInfo
 from .jsonl.scan import LogScanner, header_version
 from .migrate import MigrationResult, classify_header, migrate_file
-from .verify import Progress, collect_log_files, map_files
+from .verify import LeftoverTemp, Progress, collect_log_files, map_files
+
+if TYPE_CHECKING:
+    from .repair import RepairPlan
+    from .salvage import SalvagePlan
 
 __all__ = [
     "MigrationOptionsError",
     "MigrationRequest",
+    "RepairOutcome",
+    "SalvageOutcome",
     "command_message",
     "is_store_file",
     "migrate_paths",
-    "repair_json",
     "repair_paths",
     "salvage_path",
     "store_root",
@@ -164,7 +176,7 @@ class _ChildEvidence:
         self._indexes: dict[Path, dict[str, tuple[Mapping[str, Any], ...]]] = {}
 
     def of(self, root: Path, info: HeaderInfo | None) -> tuple[Mapping[str, Any], ...] | None:
-        from .store import JsonlStore
+        from .store import JsonlStore  # kept off `dsh-store migrate`'s start
 
         if info is None or info.version == layout.CURRENT_VERSION:
             return None  # a current log is not upgraded: no store walk for it
@@ -214,7 +226,6 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
 
 def _misfiled(source: Path) -> str | None:
     """Why a store file may not be migrated where it lies, or None when it is bound."""
-    from .binding import BINDING_RULE, check_binding
 
     try:
         info = LogScanner(source).read_header()
@@ -239,7 +250,6 @@ def command_message(error: BaseException) -> str:
     command, so those two are worded for them, from the error's facts. Every other error
     keeps its message.
     """
-    from .errors import SessionLockedError, StorageError
 
     if isinstance(error, SessionLockedError):
         facts = vars(error)
@@ -293,25 +303,24 @@ def repair_paths(
     *,
     dry_run: bool = False,
     jobs: int = 1,
-    progress: Progress[dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
+    progress: Progress[RepairOutcome] | None = None,
+) -> list[RepairOutcome]:
     """Repair (or with ``dry_run`` plan the repair of) every log under ``paths``.
 
-    One dict per file, the ``dsh-store repair --json`` shape: ``path``, ``status``
-    (``repaired``, ``would-repair``, ``clean`` or ``refused``), ``classification``,
-    ``truncateAt``, ``tornBytes``, ``sidecar``, ``closers``, ``deletedTemps`` (leftover
-    publish temps deleted; in a dry run, those it would delete), ``keptTemps`` (temps
-    too recent to delete) and ``reason``. Deleting stale temps alone makes a file
-    ``repaired`` (``would-repair``); a file with only recent temps is ``clean``.
+    One :class:`RepairOutcome` per file (``to_json()`` is the ``dsh-store repair --json``
+    shape): its ``status`` (``repaired``, ``would-repair``, ``clean`` or ``refused``),
+    classification, the cut, closers, ``deleted_temps`` (leftover publish temps deleted;
+    in a dry run, those it would delete), ``kept_temps`` (temps too recent to delete) and
+    ``reason``. Deleting stale temps alone makes a file ``repaired`` (``would-repair``); a
+    file with only recent temps is ``clean``.
 
-    Then one dict per orphan publish temp found on the way (a temp that belongs to no log:
-    :func:`dsh_store.verify.orphan_temps_in`), after the logs: its ``path`` is the temp,
-    ``classification`` is null, and it is listed in ``deletedTemps`` (``repaired``, or
-    ``would-repair`` in a dry run) or ``keptTemps`` (``clean``: too recent, or its session
-    is open for writing) by :func:`dsh_store.repair.delete_orphan_temps`.
+    Then one outcome per orphan publish temp found on the way (a temp that belongs to no
+    log: :func:`dsh_store.verify.orphan_temps_in`), after the logs: its ``path`` is the
+    temp, ``classification`` is None, and it is listed in ``deleted_temps`` (``repaired``,
+    or ``would-repair`` in a dry run) or ``kept_temps`` (``clean``: too recent, or its
+    session is open for writing) by :func:`dsh_store.repair.delete_orphan_temps`.
     """
-    from .repair import delete_orphan_temps
-    from .verify import LeftoverTemp
+    from .repair import delete_orphan_temps  # repair, store, salvage: off `migrate`'s start
 
     orphans: list[LeftoverTemp] = []
     files = [Path(file) for file in collect_log_files(paths, orphans=orphans)]
@@ -325,86 +334,136 @@ def repair_paths(
     )
     for temp, action in delete_orphan_temps(orphans, dry_run=dry_run):
         if action == "kept":
-            results.append(repair_json(temp, "clean", kept_temps=[temp]))
+            results.append(RepairOutcome(temp, "clean", kept_temps=(temp,)))
         else:
             status = "repaired" if action == "deleted" else "would-repair"
-            results.append(repair_json(temp, status, deleted_temps=[temp]))
+            results.append(RepairOutcome(temp, status, deleted_temps=(temp,)))
     return results
 
 
-def _repair_one(file: Path, *, dry_run: bool) -> dict[str, Any]:
+def _repair_one(file: Path, *, dry_run: bool) -> RepairOutcome:
     """Repair (or plan) one log; a refusal is a ``refused`` result, not an error."""
-    from .store import repair_file
+    from .store import repair_file  # off `dsh-store migrate`'s start
 
     misfiled = _misfiled(file)
     if misfiled is not None:  # verify calls it corrupt: never repaired where it lies
-        return repair_json(file, "refused", reason=misfiled)
+        return RepairOutcome(file, "refused", reason=misfiled)
     try:
         plan = repair_file(file, dry_run=dry_run)
     except (DshStoreError, OSError) as error:
-        return repair_json(file, "refused", reason=_one_line(error))
-    status = "clean" if not plan.needed else ("repaired" if plan.applied else "would-repair")
-    return repair_json(
-        file,
-        status,
-        classification=plan.classification,
-        truncate_at=plan.truncate_at,
-        torn_bytes=plan.torn_bytes,
-        sidecar=plan.sidecar,
-        closers=list(plan.closers),
-        deleted_temps=list(plan.stale_temps),
-        kept_temps=list(plan.fresh_temps),
-    )
+        return RepairOutcome(file, "refused", reason=_one_line(error))
+    return RepairOutcome.of_plan(plan)
 
 
-def repair_json(
-    path: Path,
-    status: str,
-    *,
-    classification: str | None = None,
-    truncate_at: int | None = None,
-    torn_bytes: int = 0,
-    sidecar: Path | None = None,
-    closers: list[str] | None = None,
-    deleted_temps: list[Path] | None = None,
-    kept_temps: list[Path] | None = None,
-    reason: str | None = None,
-) -> dict[str, Any]:
-    """One repair result in its stable JSON shape (docs/schemas/repair.schema.json)."""
-    return {
-        "path": str(path),
-        "status": status,
-        "classification": classification,
-        "truncateAt": truncate_at,
-        "tornBytes": torn_bytes,
-        "sidecar": None if sidecar is None else str(sidecar),
-        "closers": closers or [],
-        "deletedTemps": [str(temp) for temp in deleted_temps or ()],
-        "keptTemps": [str(temp) for temp in kept_temps or ()],
-        "reason": reason,
-    }
+@dataclass(frozen=True)
+class RepairOutcome:
+    """One entry of :func:`repair_paths`: what a repair did (or would do) to one file.
+
+    ``status`` is ``repaired``, ``would-repair``, ``clean`` or ``refused`` (with
+    ``reason``). An orphan publish temp has no log of its own: its ``path`` is the temp,
+    ``classification`` None, and it is listed in ``deleted_temps`` or ``kept_temps``.
+    :meth:`to_json` gives the ``dsh-store repair --json`` shape.
+    """
+
+    path: Path
+    status: str
+    classification: str | None = None
+    truncate_at: int | None = None
+    torn_bytes: int = 0
+    sidecar: Path | None = None
+    closers: tuple[str, ...] = ()
+    deleted_temps: tuple[Path, ...] = ()
+    kept_temps: tuple[Path, ...] = ()
+    reason: str | None = None
+
+    @classmethod
+    def of_plan(cls, plan: RepairPlan) -> RepairOutcome:
+        """The outcome :func:`dsh_store.repair.repair_file`'s ``plan`` stands for."""
+        status = "clean" if not plan.needed else ("repaired" if plan.applied else "would-repair")
+        return cls(
+            plan.path,
+            status,
+            classification=plan.classification,
+            truncate_at=plan.truncate_at,
+            torn_bytes=plan.torn_bytes,
+            sidecar=plan.sidecar,
+            closers=plan.closers,
+            deleted_temps=plan.stale_temps,
+            kept_temps=plan.fresh_temps,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON shape (docs/schemas/repair.schema.json)."""
+        return {
+            "path": str(self.path),
+            "status": self.status,
+            "classification": self.classification,
+            "truncateAt": self.truncate_at,
+            "tornBytes": self.torn_bytes,
+            "sidecar": None if self.sidecar is None else str(self.sidecar),
+            "closers": list(self.closers),
+            "deletedTemps": [str(temp) for temp in self.deleted_temps],
+            "keptTemps": [str(temp) for temp in self.kept_temps],
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class SalvageOutcome:
+    """The result of :func:`salvage_path`: a salvage's plan, or why it was refused.
+
+    ``status`` is ``salvaged``, ``would-salvage``, ``already-salvaged`` or ``refused``
+    (``plan`` None, ``reason`` and perhaps ``stop``: the defect that left nothing to
+    keep). ``output`` is the output as the caller named it. :meth:`to_json` gives the
+    ``dsh-store repair --salvage --json`` object.
+    """
+
+    path: str
+    output: str
+    status: str
+    plan: SalvagePlan | None = None
+    stop: Finding | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON shape (docs/schemas/salvage.schema.json)."""
+        from .salvage import salvage_json  # off `dsh-store migrate`'s start
+
+        plan = self.plan
+        if plan is None:
+            return salvage_json(
+                self.path, self.output, self.status, stop=self.stop, reason=self.reason
+            )
+        return salvage_json(
+            self.path,
+            self.output,
+            self.status,
+            kept_events=plan.kept_events,
+            kept_bytes=plan.kept_bytes,
+            dropped_bytes=plan.dropped_bytes,
+            stop=plan.stop,
+            closers=plan.closers,
+        )
 
 
 def salvage_path(
     path: str | os.PathLike[str], output: str | os.PathLike[str], *, dry_run: bool = False
-) -> dict[str, Any]:
-    """Salvage one log into ``output``; the ``dsh-store repair --salvage --json`` object.
+) -> SalvageOutcome:
+    """Salvage one log into ``output`` (:func:`dsh_store.salvage.salvage_file`).
 
-    Keys: ``path``, ``output``, ``status`` (``salvaged``, ``would-salvage``,
-    ``already-salvaged`` or ``refused``), ``keptEvents``, ``keptBytes``, ``droppedBytes``,
-    ``stop`` (``{rule, message, line, offset, seq}`` or null), ``closers`` and ``reason``
-    (docs/schemas/salvage.schema.json). A refusal is a result, not an error; its ``stop``
-    is the defect that left nothing to keep, when there is one.
+    A refusal is a result, not an error; its ``stop`` is the defect that left nothing to
+    keep, when there is one. ``to_json()`` of the result is the ``dsh-store repair
+    --salvage --json`` object (docs/schemas/salvage.schema.json).
     """
-    from .errors import CorruptLogError
-    from .jsonl.rows import Finding
-    from .salvage import salvage_file, salvage_json
+    from .salvage import salvage_file  # off `dsh-store migrate`'s start
 
+    source, target = os.fspath(path), os.fspath(output)
     try:
         plan = salvage_file(path, output, dry_run=dry_run)
     except (DshStoreError, OSError) as error:
         stop = getattr(error, "stop", None)
         if isinstance(error, CorruptLogError):  # an invalid header line
             stop = Finding(error.rule, error.detail, error.line, error.offset, error.seq)
-        return salvage_json(path, output, "refused", stop=stop, reason=_one_line(error))
-    return plan.to_json()
+        return SalvageOutcome(source, target, "refused", stop=stop, reason=_one_line(error))
+    # Spelled as the plan spells them (its paths are pathlib.Path), as the JSON always was.
+    return SalvageOutcome(os.fspath(plan.path), os.fspath(plan.output), plan.status, plan=plan)

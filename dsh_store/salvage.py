@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from .errors import (
     CorruptLogError,
@@ -36,7 +36,6 @@ from .restore import collector_paused, current_events, finding_json, header_from
 __all__ = [
     "SalvagePlan",
     "SalvageRefusedError",
-    "describe_salvage",
     "salvage_file",
     "salvage_json",
 ]
@@ -85,10 +84,6 @@ class SalvagePlan:
             closers=self.closers,
         )
 
-    def describe(self) -> str:
-        """A few readable lines for the CLI."""
-        return describe_salvage(self.to_json())
-
 
 def salvage_json(
     path: str | os.PathLike[str],
@@ -114,50 +109,6 @@ def salvage_json(
         "closers": list(closers),
         "reason": reason,
     }
-
-
-def _plain(text: str, **_styles: Any) -> str:
-    return text
-
-
-_VERBS: Final = {
-    "salvaged": "salvaged to",
-    "already-salvaged": "already salvaged to",
-    "would-salvage": "would salvage to",
-}
-
-
-def describe_salvage(result: Mapping[str, Any], style: Callable[..., str] = _plain) -> str:
-    """Readable lines for one :func:`salvage_json` result; ``style`` colours the verdict."""
-    if result["status"] == "refused":
-        return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
-    verb = style(_VERBS[result["status"]], fg="green")
-    kept = result["keptEvents"]
-    lines = [
-        f"{result['path']}: {verb} {result['output']}",
-        f"  kept {kept} event(s), seqs 0..{kept - 1}: bytes 0..{result['keptBytes']} of the "
-        "log, copied unchanged",
-    ]
-    stop = result["stop"]
-    if stop is None:
-        lines.append("  the log is valid to its end: nothing dropped")
-    else:
-        where = (
-            location_text(None, stop["line"], stop["offset"], stop["seq"]) or "the end of the log"
-        )
-        # Scanner messages already end in their rule; name it once.
-        rule = "" if f"[{stop['rule']}]" in stop["message"] else f" [{stop['rule']}]"
-        lines.append(f"  stopped at {where}: {stop['message']}{rule}")
-    if result["droppedBytes"]:
-        start = f"line {stop['line']}, " if stop is not None and stop["line"] else ""
-        lines.append(
-            f"  dropped {result['droppedBytes']} byte(s): from {start}offset "
-            f"{result['keptBytes']} to the end"
-        )
-    if result["closers"]:
-        lines.append(f"  closers appended: {', '.join(result['closers'])}")
-    lines.append(f"  the original {result['path']} is left untouched")
-    return "\n".join(lines)
 
 
 class _Prefix:
