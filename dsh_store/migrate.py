@@ -48,7 +48,7 @@ from .jsonl import files, layout
 from .jsonl.failpoints import failpoint
 from .jsonl.files import link_durably, new_temp, replace_durably, staged, write_all
 from .jsonl.rows import HeaderInfo
-from .jsonl.scan import LogScanner, corruption_first, revision_of
+from .jsonl.scan import LogScanner, ScannedRow, corruption_first, revision_of
 from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
@@ -260,9 +260,9 @@ def upgrade_located(
     return header, _events(v4_rows, path, sources.locate), sources.locate
 
 
-def _scanned_rows(scanner: LogScanner) -> Iterator[dict[str, Any]]:
+def _scanned_rows(rows: Iterator[ScannedRow]) -> Iterator[dict[str, Any]]:
     """The decoded rows of a scan (always fresh dicts), without a generator per row."""
-    return map(_ROW_VALUE, scanner.rows())
+    return map(_ROW_VALUE, rows)
 
 
 def _events(
@@ -525,9 +525,11 @@ def _migrate_to_temp(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     assert scanner.stat is not None
     revision = revision_of(scanner.stat)
-    _, header_line, events, locate = _source_stream(source, scanner, info, child_headers, lenient)
+    _, header_line, events, locate, rows = _source_stream(
+        source, scanner, info, child_headers, lenient
+    )
     try:
-        with corruption_first(source):
+        with corruption_first(rows):
             temp, count = _write_temp(target, header_line, events)
     except MigrationRefusedError as error:
         raise with_source_line(error, source) from None
@@ -562,31 +564,32 @@ def _source_stream(
     info: HeaderInfo,
     child_headers: tuple[Mapping[str, Any], ...] | None,
     lenient: bool = False,
-) -> tuple[SessionHeader, bytes, Iterator[SessionEvent], Locate | None]:
-    """The v4 header, its line and the v4 events to publish for ``source``, and their
-    locator.
+) -> tuple[SessionHeader, bytes, Iterator[SessionEvent], Locate | None, Iterator[ScannedRow]]:
+    """The v4 header, its line and the v4 events to publish for ``source``, their
+    locator, and the pass of the scanner's rows they come from.
 
     An older log is upgraded. A v4 log (published to another ``output``) is copied: its
     committed lines byte for byte, each still decoded and validated; a crash tail is not
     part of the committed log and is not copied.
     """
+    rows = scanner.rows()
     if info.version == SESSION_FORMAT_VERSION:
         header = SessionHeader.from_json(info.value)
-        return header, info.raw + b"\n", _copied_events(scanner, str(source)), None
+        return header, info.raw + b"\n", _copied_events(rows, str(source)), None, rows
     header, events, locate = upgrade_located(
         info.value,
-        _scanned_rows(scanner),
+        _scanned_rows(rows),
         str(source),
         child_headers,
         None,
         fresh_dicts=True,
         lenient=lenient,
     )
-    return header, header.encode(), events, locate
+    return header, header.encode(), events, locate, rows
 
 
-def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
-    for row in scanner.rows():
+def _copied_events(rows: Iterator[ScannedRow], path: str) -> Iterator[SessionEvent]:
+    for row in rows:
         try:
             yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
         except EventValidationError as error:
@@ -863,7 +866,7 @@ def _dry_run(
     scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     assert info is not None
-    header, header_line, events, locate = _source_stream(
+    header, header_line, events, locate, rows = _source_stream(
         source, scanner, info, child_headers, lenient
     )
     with contextlib.ExitStack() as stack:
@@ -873,7 +876,7 @@ def _dry_run(
             probe.feed(header_line)
             events = probe.tee(events)
         try:
-            with corruption_first(source):
+            with corruption_first(rows):
                 count = _checked(header, events, str(source), locate)
         except MigrationRefusedError as error:
             raise with_source_line(error, source) from None

@@ -174,14 +174,14 @@ def restore_stored(
     from .model import interrupted_closers
 
     log = Path(path)
-    scanner, version, header, events, locate = open_located(
+    scanner, version, header, events, locate, rows = open_located(
         log, child_headers, reader, lenient=lenient
     )
     committed: list[SessionEvent] = []
     closing: list[SessionEvent] = []
     if resume:
         events = _then_closers(events, committed, closing)
-    with source_located(log), corruption_first(log), collector_paused():
+    with source_located(log), corruption_first(rows), collector_paused():
         try:
             session = Session.from_restore(header, events, resume=resume, clock=clock)
         except EventValidationError as error:
@@ -232,8 +232,8 @@ def open_events(
     ``scanner`` (a new one on ``log`` when None) lets a caller read the findings it
     collected even when this, or the stream, raises.
     """
-    reader, version, header, events, _ = open_located(log, child_headers, scanner)
-    return reader, version, header, events
+    opened = open_located(log, child_headers, scanner)
+    return opened.reader, opened.version, opened.header, opened.events
 
 
 def open_located(
@@ -242,9 +242,10 @@ def open_located(
     scanner: StoredLogReader | None = None,
     *,
     lenient: bool = False,
-) -> tuple[StoredLogReader, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
+) -> OpenedLog:
     """:func:`open_events`, plus the migration's locator of an upgraded log (upgraded
-    seq -> source seq, see :data:`dsh_store.migrate.Locate`); None for a v4 log.
+    seq -> source seq, see :data:`dsh_store.migrate.Locate`; None for a v4 log) and the
+    reader's pass of rows the events come from (for :func:`corruption_first`).
 
     A header ``scanner`` already read is used as read (the rows re-read its line anyway).
     """
@@ -256,9 +257,22 @@ def open_located(
     rows = scanner.rows()
     if info.version == SESSION_FORMAT_VERSION:
         events = current_events(rows, log)
-        return scanner, info.version, header_from_row(info.value, log), events, None
+        header = header_from_row(info.value, log)
+        return OpenedLog(scanner, info.version, header, events, None, rows)
     header, events, locate = _upgraded(info.value, rows, log, child_headers, lenient)
-    return scanner, info.version, header, events, locate
+    return OpenedLog(scanner, info.version, header, events, locate, rows)
+
+
+class OpenedLog(NamedTuple):
+    """A log opened for reading by :func:`open_located`: nothing past the header read yet."""
+
+    reader: StoredLogReader
+    version: int
+    header: SessionHeader
+    events: Iterator[SessionEvent]
+    locate: Locate | None
+    rows: Iterator[ScannedRow]
+    """The one pass of the reader's rows that ``events`` consumes."""
 
 
 @contextlib.contextmanager
@@ -477,13 +491,13 @@ def examine(
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events, locate = open_located(
+        _, version, header, events, locate, rows = open_located(
             log, child_headers, scanner, lenient=lenient
         )
         last: list[SessionEvent] = []
         if lenient and locate is not None:
             events = _keeping_last(events, last)
-        with source_located(log), corruption_first(log, scanner):
+        with source_located(log), corruption_first(rows):
             try:
                 checked = check_stream_session(header, events)
             except EventValidationError as error:

@@ -166,7 +166,7 @@ def salvage_file(
     """
     log = Path(path)
     target = Path(output)
-    scanner = LogScanner(log)
+    scanner = LogScanner(log, report=True)  # committed corruption ends the prefix
     info = scanner.read_header()
     if info is None:
         raise NotASessionError(str(log), "the file is empty (0 bytes)")
@@ -256,11 +256,11 @@ def _holds(target: Path, content: bytes) -> bool:
 def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
     """Feed the log's events through the restore path one by one; keep those admitted.
 
-    The scanner yields every row before a defect, then raises for committed corruption
-    (or ends with a crash tail); an event row that is not a valid event raises when it is
-    decoded; the model rejects the first event that breaks a rule. Whichever comes first
-    ends the prefix. The seeded-marker rule, checked once all events are in, is applied
-    to the prefix afterwards (:func:`_enforce_end_rules`).
+    The scanner (made with ``report=True``) yields every row before a defect and ends
+    there, recording committed corruption (or a crash tail); an event row that is not a
+    valid event raises when it is decoded; the model rejects the first event that breaks
+    a rule. Whichever comes first ends the prefix. The seeded-marker rule, checked once
+    all events are in, is applied to the prefix afterwards (:func:`_enforce_end_rules`).
     """
     prefix = _Prefix()
     # A generator in fact: closed below so the scanner's descriptor goes at once.
@@ -271,7 +271,7 @@ def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
         with collector_paused():
             Session.from_restore(header, events)
         whole = True
-    except CorruptLogError as error:
+    except CorruptLogError as error:  # an event row that does not decode
         prefix.stop = Finding(error.rule, error.detail, error.line, error.offset, error.seq)
         prefix.end = error.offset
     except EventValidationError as error:
@@ -283,6 +283,12 @@ def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
         # Otherwise every event passed and only the end rule failed: handled below.
     finally:
         rows.close()
+    corruption = scanner.corruption
+    if prefix.stop is None and corruption is not None:
+        prefix.stop = Finding(
+            corruption.rule, corruption.detail, corruption.line, corruption.offset, corruption.seq
+        )
+        prefix.end = corruption.offset
     torn = scanner.torn
     if prefix.stop is None and torn is not None:
         prefix.stop = Finding(

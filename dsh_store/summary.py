@@ -362,7 +362,7 @@ def stream_v4_lines(
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events, locate = open_located(log, None, scanner)
+        _, version, header, events, locate, rows = open_located(log, None, scanner)
     except NotASessionError:
         if scanner.empty:
             return None
@@ -375,7 +375,7 @@ def stream_v4_lines(
             emit(event.type, event.seq, event.line)
 
     # An older log's refusal names its source line, as verify and migrate do.
-    with source_located(log), corruption_first(log, scanner):
+    with source_located(log), corruption_first(rows):
         try:
             checked = check_stream_session(header, admitted())
         except EventValidationError as error:
