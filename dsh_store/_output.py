@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["JSON_SCHEMA_VERSION", "escape_json_line", "escape_json_text", "printable"]
+__all__ = [
+    "JSON_SCHEMA_VERSION",
+    "escape_json_line",
+    "escape_json_text",
+    "printable",
+    "printable_lines",
+]
 
 JSON_SCHEMA_VERSION = 1
 """The ``schema`` number of every ``--json`` document (docs/schemas/); bumped on any change
 of a document's shape, so a consumer can rely on the schema of the number it checked."""
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # JSON encoders escape C0 controls in strings but leave DEL and the C1 controls raw.
 _JSON_RAW_CONTROL = re.compile("[\x7f-\x9f]")
 _JSON_RAW_CONTROL_BYTES = re.compile(b"\x7f|\xc2[\x80-\x9f]")
@@ -29,6 +36,12 @@ def printable(text: str) -> str:
     Apply it to a value before styling it (colour codes are control sequences themselves).
     """
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def printable_lines(text: str) -> str:
+    """:func:`printable` for text whose newlines are its own (a transcript): every control
+    character but tab and newline becomes ``\\xNN``."""
+    return _CONTROL_BUT_NEWLINE.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def escape_json_text(document: str) -> str:

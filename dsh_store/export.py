@@ -17,7 +17,9 @@ Everything taken from the log is escaped: in HTML every text goes through
 :func:`html.escape` and the page carries a Content-Security-Policy that forbids scripts and
 every network load; in Markdown, ``&``, ``<`` and ``>`` of message text become entities
 (so raw HTML in a log cannot render as markup) and code is fenced with more backticks than
-it contains.
+it contains. In both, every control character but tab and newline is written as ``\\xNN``
+(:func:`dsh_store._output.printable_lines`), so a transcript shown on a terminal cannot
+clear the screen or move the cursor.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from collections.abc import Callable
 from typing import Any, Final, Literal, NamedTuple
 
 import orjson
+
+from ._output import printable_lines
 
 __all__ = ["ExportFormat", "ExportSummary", "export_file", "export_transcript"]
 
@@ -69,7 +73,14 @@ def export_transcript(
     info = LogScanner(log).read_header()
     if info is None:
         raise NotASessionError(log, "the file is empty")
-    renderer: _Renderer = _Html(write) if format == "html" else _Markdown(write)
+
+    # Log text reaches terminals (`export log` on a TTY, `cat transcript.md`): control
+    # characters are shown as \xNN, as every command shows them; newlines are the
+    # transcript's own.
+    def safe_write(piece: str) -> object:
+        return write(printable_lines(piece))
+
+    renderer: _Renderer = _Html(safe_write) if format == "html" else _Markdown(safe_write)
     walker = _Walker(renderer)
     renderer.begin(_v4_header(info.value, info.version, log), info.version)
     stream_v4_lines(log, walker.feed)

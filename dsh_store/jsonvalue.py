@@ -170,6 +170,8 @@ def check_loaded(
     not): when it is not the canonical encoding, it is also searched for integer literals
     that decoding turned into a different float.
     """
+    if raw is not None and len(raw) >= LARGE_LINE_BYTES and _is_canonical_in_pieces(value, raw):
+        return  # a long canonical line: checked without a second copy of it
     try:
         reencoded = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
     except orjson.JSONEncodeError:
@@ -186,6 +188,85 @@ def check_loaded(
         if key is not None:
             raise DuplicateKeyError(key, event_type=event_type)
         _check_huge_int_literals(value, raw, event_type=event_type, path=path)
+
+
+LARGE_LINE_BYTES: Final = 1 << 20
+"""From this length on, :func:`check_loaded` compares a line with its value's canonical
+encoding piece by piece instead of encoding the value whole."""
+
+_PIECE_CHARS: Final = 1 << 16
+_PIECE_NODES: Final = 50_000  # a line of this many values is no long-string line: encode it whole
+
+
+class _NotCanonical(Exception):
+    pass
+
+
+def _is_canonical_in_pieces(value: JsonValue, raw: bytes) -> bool:
+    """Whether ``raw`` is exactly the canonical encoding of ``value`` (line end aside) and
+    the value passes the lossless rules, found without encoding it whole.
+
+    What :func:`check_loaded`'s single re-encoding proves, for a line that may be hundreds
+    of megabytes: containers and keys are written as the encoder writes them, a long string
+    in slices of :data:`_PIECE_CHARS` characters (escaping is per character, so the slices
+    join to the whole), every other value through the strict encoder; each piece is
+    compared in place. False (the caller then takes the whole path, which names any
+    defect) on the first difference, an unsafe integer, ``-0.0``, excess depth, or a value
+    of more than :data:`_PIECE_NODES` nodes, where a walk in Python would cost more than
+    the copy it saves.
+    """
+    position = 0
+    nodes = 0
+    dumps = orjson.dumps
+    strict = orjson.OPT_STRICT_INTEGER
+
+    def emit(piece: bytes) -> None:
+        nonlocal position
+        if not raw.startswith(piece, position):
+            raise _NotCanonical
+        position += len(piece)
+
+    def walk(item: JsonValue, depth: int) -> None:
+        nonlocal nodes
+        nodes += 1
+        if nodes > _PIECE_NODES or depth > MAX_DEPTH:
+            raise _NotCanonical
+        kind = type(item)
+        if kind is dict:
+            emit(b"{")
+            for index, (key, member) in enumerate(cast("dict[str, JsonValue]", item).items()):
+                if index:
+                    emit(b",")
+                walk(key, depth + 1)
+                emit(b":")
+                walk(member, depth + 1)
+            emit(b"}")
+        elif kind is list:
+            emit(b"[")
+            for index, member in enumerate(cast("list[JsonValue]", item)):
+                if index:
+                    emit(b",")
+                walk(member, depth + 1)
+            emit(b"]")
+        elif kind is str and len(cast(str, item)) > _PIECE_CHARS:
+            text = cast(str, item)
+            emit(b'"')
+            for start in range(0, len(text), _PIECE_CHARS):
+                emit(dumps(text[start : start + _PIECE_CHARS])[1:-1])
+            emit(b'"')
+        elif kind is float and item == 0.0 and math.copysign(1.0, cast(float, item)) < 0:
+            raise _NotCanonical  # -0.0: the whole path names it
+        else:
+            try:
+                emit(dumps(item, option=strict))
+            except orjson.JSONEncodeError:
+                raise _NotCanonical from None
+
+    try:
+        walk(value, 0)
+    except _NotCanonical:
+        return False
+    return len(raw) - position <= 2 and raw[position:] in _LINE_ENDS
 
 
 class _RepeatedKey(Exception):

@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .binding import BINDING_RULE, row_binding
 from .children import children_index, jsonl_backend, migration_children
@@ -52,6 +52,9 @@ from .jsonl.scan import LogScanner, ScannedRow, corruption_first, revision_of
 from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
+
+if TYPE_CHECKING:
+    from .migrations._lenient import LenientLog
 
 __all__ = [
     "HEADER_CLASSES",
@@ -217,9 +220,12 @@ def upgrade_located(
     extras: Mapping[str, Any] | None,
     *,
     fresh_dicts: bool,
-    lenient: bool = False,
+    lenient: bool | LenientLog = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
     """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's).
+
+    ``lenient`` may be the :class:`LenientLog` the read of the source already records
+    into (see :func:`lenient_source`).
 
     The third value maps an upgraded seq back to its source (``None`` for a v4 input,
     whose seqs are the source's).
@@ -240,7 +246,7 @@ def upgrade_located(
         session_id=header_json.get("id"),
         child_headers=child_headers,
         extras=extras or {},
-        lenient=LenientLog() if lenient else None,
+        lenient=lenient if isinstance(lenient, LenientLog) else LenientLog() if lenient else None,
     )
     # The edges take dicts: other mappings are copied, fresh dicts are handed on as they are.
     rows: Iterable[dict[str, Any]] = (
@@ -258,6 +264,19 @@ def upgrade_located(
             path=path,
         ) from None
     return header, _events(v4_rows, path, sources.locate), sources.locate
+
+
+def lenient_source(reader: object, lenient: bool) -> bool | LenientLog:
+    """The ``lenient`` of :func:`upgrade_located` for a log read by ``reader``: with the opt-in
+    and a log file's scanner, a note whose scan replaces lone surrogates and records each
+    (docs/migrations.md, "The lenient opt-in")."""
+    if not lenient or not isinstance(reader, LogScanner):
+        return lenient
+    from .migrations._lenient import LenientLog
+
+    log = LenientLog()
+    reader.on_lone_surrogates = log.record_lone_surrogates
+    return log
 
 
 def _scanned_rows(rows: Iterator[ScannedRow]) -> Iterator[dict[str, Any]]:
@@ -480,7 +499,7 @@ def verify_published(path: str | os.PathLike[str]) -> int:
         header = SessionHeader.from_json(info.value)
         count = check_stream(
             header,
-            (SessionEvent.from_json(row.value, line=row.raw + b"\n") for row in scanner.rows()),
+            (SessionEvent.from_json(row.value, line=row.raw) for row in scanner.rows()),
         )
     except EventValidationError as error:
         # The written log breaks a model rule: the refusal carries that rule.
@@ -583,7 +602,7 @@ def _source_stream(
         child_headers,
         None,
         fresh_dicts=True,
-        lenient=lenient,
+        lenient=lenient_source(scanner, lenient),
     )
     return header, header.encode(), events, locate, rows
 
@@ -591,7 +610,7 @@ def _source_stream(
 def _copied_events(rows: Iterator[ScannedRow], path: str) -> Iterator[SessionEvent]:
     for row in rows:
         try:
-            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+            yield SessionEvent.from_json(row.value, line=row.raw)
         except EventValidationError as error:
             raise model_refusal(
                 f"the event is not valid v4: {error.detail}",

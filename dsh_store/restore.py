@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .backend import StoredLogReader
     from .inspection import Inspection
     from .migrate import Locate
+    from .migrations._lenient import LenientLog
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -80,8 +81,9 @@ class FileReport(NamedTuple):
     events: int | None
     findings: tuple[Finding, ...]
     lenient_would_migrate: bool | None = None
-    """For a ``refused`` file whose refusal the lenient opt-in lifts: whether the lenient
-    chain migrates it (None when the opt-in does not apply)."""
+    """For a ``refused`` file whose refusal the lenient opt-in lifts (or a ``corrupt``
+    older log refused for a lone surrogate): whether the lenient chain migrates it (None
+    when the opt-in does not apply)."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable ``--json`` shape documented in docs/cli.md."""
@@ -259,7 +261,10 @@ def open_located(
         events = current_events(rows, log)
         header = header_from_row(info.value, log)
         return OpenedLog(scanner, info.version, header, events, None, rows)
-    header, events, locate = _upgraded(info.value, rows, log, child_headers, lenient)
+    from .migrate import lenient_source  # kept off the verify cold start (pathlib)
+
+    reading = lenient_source(scanner, lenient)
+    header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
     return OpenedLog(scanner, info.version, header, events, locate, rows)
 
 
@@ -367,7 +372,7 @@ def current_events(
 ) -> Iterator[SessionEvent]:
     for row in rows:
         try:
-            yield SessionEvent.from_json(row.value, line=row.raw + b"\n")
+            yield SessionEvent.from_json(row.value, line=row.raw)
         except (EventValidationError, LosslessJsonError) as error:
             raise _row_error(error, log, row) from None
 
@@ -441,7 +446,7 @@ def _upgraded(
     rows: Iterable[ScannedRow],
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
-    lenient: bool = False,
+    lenient: bool | LenientLog = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
     from .migrate import upgrade_located  # kept off the verify cold start (pathlib)
 
@@ -520,21 +525,28 @@ def examine(
             (*scanner.findings, Finding("unsupported-version", error.message, line=1, offset=0)),
         )
     except CorruptLogError as error:
+        found_version = header_version(log)
+        text = f"committed corruption: {error.detail}; the file is left as it is"
+        would = None
+        if (
+            not lenient
+            and error.rule == "lone-surrogate"
+            and found_version != SESSION_FORMAT_VERSION
+        ):
+            # The opt-in reads an older log's lone surrogates as U+FFFD.
+            would = _lenient_reads(log, child_headers)
+            text += (
+                "; `--lenient` would migrate it, replacing each lone surrogate by U+FFFD"
+                if would
+                else "; `--lenient` would not migrate it either"
+            )
         return FileReport(
             log,
             "corrupt",
-            header_version(log),
+            found_version,
             None,
-            (
-                *scanner.findings,
-                Finding(
-                    error.rule,
-                    f"committed corruption: {error.detail}; the file is left as it is",
-                    error.line,
-                    error.offset,
-                    error.seq,
-                ),
-            ),
+            (*scanner.findings, Finding(error.rule, text, error.line, error.offset, error.seq)),
+            would,
         )
     except MigrationRefusedError as error:
         would = None if lenient else _lenient_would_migrate(log, error, child_headers)
@@ -627,6 +639,11 @@ def _lenient_would_migrate(
 
     if error.rule not in LENIENT_RULES:
         return None
+    return _lenient_reads(log, child_headers)
+
+
+def _lenient_reads(log: str, child_headers: tuple[Mapping[str, Any], ...] | None) -> bool:
+    """Whether the lenient chain reads ``log``."""
     report = examine(log, child_headers=child_headers, lenient=True)
     return report.classification in ("ok", "torn-tail", "open-turn", "needs-migration")
 

@@ -30,7 +30,12 @@ from . import Row
 __all__ = [
     "HEAD_BEFORE_STEP",
     "LENIENT_RULES",
+    "LONE_SURROGATE",
     "NOTE_TYPE",
+    "SYNTHESIZED_STEP_END",
+    "SYNTHESIZED_STEP_START",
+    "SYNTHESIZED_TURN_END",
+    "SYNTHESIZED_TURN_START",
     "UNKNOWN_IGNORABLE",
     "LenientLog",
     "NoteStage",
@@ -38,7 +43,9 @@ __all__ = [
     "unknown_change",
 ]
 
-LENIENT_RULES = frozenset({"surface before first step", "unknown-event-type", "unknown event type"})
+LENIENT_RULES = frozenset(
+    {"surface before first step", "unknown-event-type", "unknown event type", "lone-surrogate"}
+)
 """The refusal rules the lenient opt-in can lift (a verify hint re-checks only these)."""
 
 NOTE_TYPE = "migration/note"
@@ -46,6 +53,16 @@ NOTE_TYPE = "migration/note"
 
 HEAD_BEFORE_STEP = "system-head-before-first-step"
 UNKNOWN_IGNORABLE = "ignorable-unknown-event"
+SYNTHESIZED_TURN_START = "synthesized-turn-start"
+SYNTHESIZED_STEP_START = "synthesized-step-start"
+SYNTHESIZED_STEP_END = "synthesized-step-end"
+SYNTHESIZED_TURN_END = "synthesized-turn-end"
+LONE_SURROGATE = "lone-surrogate-replaced"
+
+_AT_END = "end"
+_SOURCE = "source"
+"""The recording place of a change made while reading the source file (no edge): its
+seq is the source seq."""
 
 
 def is_carried_unknown(event: Row, event_type: str) -> bool:
@@ -86,6 +103,16 @@ class LenientLog:
     def record(self, edge: str, input_seq: int, change: dict[str, Any]) -> None:
         """Record ``change`` (a JSON object with at least ``change``) made by ``edge``."""
         self.entries.append((edge, input_seq, change))
+
+    def record_at_end(self, change: dict[str, Any]) -> None:
+        """Record ``change`` made after the last source event (listed with ``atEnd``)."""
+        self.entries.append((_AT_END, -1, change))
+
+    def record_lone_surrogates(self, seq: int, line: int, found: list[tuple[str, str]]) -> None:
+        """Record that the source row ``seq`` (physical ``line``) was read with each lone
+        surrogate in ``found`` (``(JSON path, code unit)`` pairs) replaced by U+FFFD."""
+        replaced = [{"jsonPath": path, "codeUnit": unit} for path, unit in found]
+        self.record(_SOURCE, seq, {"change": LONE_SURROGATE, "line": line, "replaced": replaced})
 
 
 class NoteStage:
@@ -139,7 +166,11 @@ class NoteStage:
     def _changes(self) -> list[dict[str, Any]]:
         seen: set[tuple[str, int]] = set()
         out: list[dict[str, Any]] = []
+        at_end: list[dict[str, Any]] = []
         for edge, seq, change in self._log.entries:
+            if edge == _AT_END:
+                at_end.append({"change": change["change"], "atEnd": True, **_rest(change)})
+                continue
             source = self._source_of(edge, seq)
             key = (str(change["change"]), source)
             if key in seen:  # an event carried by several edges is one change
@@ -147,16 +178,20 @@ class NoteStage:
             seen.add(key)
             out.append({"change": change["change"], "sourceSeq": source, **_rest(change)})
         out.sort(key=lambda change: (change["sourceSeq"], change["change"]))
-        return out
+        return out + at_end
 
     def _source_of(self, edge: str, seq: int) -> int:
         """The source file's seq of ``seq`` on the input of ``edge``."""
         index = next(
             (i for i, stage in enumerate(self._stages) if stage.edge_name == edge),
-            0,  # the fused 0->1 stage keeps seqs: its input is the source
+            0,  # the fused 0->1 stage keeps seqs, the source read has none: source seqs
         )
         for stage in reversed(self._stages[:index]):
             mapped = stage.source_seq(seq)
+            if mapped is None:
+                # An event that stage made: an unclaimed attempt stands for its first chunk.
+                made_from = getattr(stage, "made_from", None)
+                mapped = made_from(seq) if made_from is not None else None
             if mapped is None:  # cannot happen: the edges record source events only
                 break
             seq = mapped

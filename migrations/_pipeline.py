@@ -93,6 +93,11 @@ class EarlyStages:
         """The format-0 seq of target event ``target`` (0->1 keeps seqs)."""
         return self._second.source_seq(target)
 
+    def made_from(self, target: int) -> int | None:
+        """The format-0 seq an event the 1->2 stage made stands for (see
+        :meth:`V1ToV2Stage.made_from`)."""
+        return self._second.made_from(target)
+
     def feed(self, event: Row) -> list[Row]:
         """Feed one format-0 row through both stages; return the format-2 rows settled."""
         out: list[Row] = []

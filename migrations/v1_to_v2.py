@@ -171,10 +171,18 @@ class V1ToV2Stage(EarlyStage):
         self._open_step: int | None = None
         self._after_restart_splice = False
         self._lenient = context.lenient
+        # Lenient only: the first chunk seq of each unclaimed attempt, by target seq, so the
+        # migration note can place framing synthesized before an attempt (see made_from).
+        self._attempt_origins: dict[int, int] = {}
 
     def source_seq(self, target: int) -> int | None:
         """The source seq of target event ``target``; ``None`` for one this edge made."""
         return self._map.source_of(target)
+
+    def made_from(self, target: int) -> int | None:
+        """The first chunk's source seq of the unclaimed attempt at ``target`` (lenient
+        migrations only; ``None`` otherwise)."""
+        return self._attempt_origins.get(target)
 
     @property
     def buffered_events(self) -> int:
@@ -361,6 +369,8 @@ class V1ToV2Stage(EarlyStage):
             "data": {"turn": pending.turn, "step": pending.step, "stream": pending.stream.records},
         }
         self._emit(attempt, pending.first_seq, False, out)
+        if self._lenient is not None:
+            self._attempt_origins[out[-1]["seq"]] = pending.first_seq
         self._release_held(out)
 
     def _release_held(self, out: list[Row]) -> None:

@@ -23,7 +23,15 @@ from typing import Any
 import orjson
 
 from . import EdgeStage, MigrationContext, Row
-from ._lenient import HEAD_BEFORE_STEP, is_carried_unknown, unknown_change
+from ._lenient import (
+    HEAD_BEFORE_STEP,
+    SYNTHESIZED_STEP_END,
+    SYNTHESIZED_STEP_START,
+    SYNTHESIZED_TURN_END,
+    SYNTHESIZED_TURN_START,
+    is_carried_unknown,
+    unknown_change,
+)
 from ._renumbering import DELIVERY_MARKER, RenumberingStage, check_source_version
 from ._seq_references import remap_payload_references
 from ._v2_audit import (
@@ -47,6 +55,11 @@ _RENAMED_TYPES = {
 _PTC_PLUGIN_SLOT_TYPES = frozenset(
     {"user/message", "agent/inbox/spliced", "session/title-llm-request"}
 )
+# The events an agent step holds: under the lenient opt-in, one that arrives with its turn
+# or step not open gets the missing framing synthesized before it (see _frame).
+_STEP_SCOPED_TYPES = frozenset(
+    {"assistant/attempt", "assistant/message", "tool/call", "tool/result"}
+)
 _COPIED_PAYLOAD_TYPES = frozenset(
     {
         "request/header",
@@ -59,6 +72,12 @@ _COPIED_PAYLOAD_TYPES = frozenset(
         *_PTC_PLUGIN_SLOT_TYPES,
     }
 )
+_SYNTHESIZED_CHANGES = {
+    "turn/start": SYNTHESIZED_TURN_START,
+    "step/start": SYNTHESIZED_STEP_START,
+    "step/end": SYNTHESIZED_STEP_END,
+    "turn/end": SYNTHESIZED_TURN_END,
+}
 
 
 def synthetic_system_id(header_id: str, anchor_seq: int, anchor_type: str) -> str:
@@ -116,12 +135,20 @@ class _V2ToV3Stage(RenumberingStage):
         # The open turn and its last step number, for the lenient head (see _early_head).
         self._open_turn: Any = None
         self._last_step: Any = 0
+        # For the lenient framing (see _frame): the last turn number seen, and whether the
+        # open turn's turn/start was synthesized and no step has opened in it yet.
+        self._last_turn: Any = 0
+        self._bare_synthesized_turn = False
+        self._synthesized_turn: Any = None  # the open turn, when its turn/start was made
+        self._last_time: Any = header.get("createdAt", 0)
 
     # -- protocol -----------------------------------------------------------------
 
     def feed(self, event: Row) -> Iterable[Row]:
         seq, event_type = self._admit(event)
         out: list[Row] = []
+        if self._lenient is not None:
+            self._frame(event, seq, event_type, out)
         if event_type in SURFACE_TYPES_V2 and self._head_seq is None:
             out.append(self._early_head(event, seq, event_type))
         if event_type == "request/header":
@@ -133,19 +160,25 @@ class _V2ToV3Stage(RenumberingStage):
         if event_type == "step/start":
             self._open_step = (event["data"]["turn"], event["data"]["step"])
             self._last_step = event["data"]["step"]
+            self._bare_synthesized_turn = False
             if self._head_seq is None:
                 out.append(self._head(event, seq))
         elif event_type == "step/end":
             self._open_step = None
         elif event_type == "turn/start":
             self._open_turn, self._last_step = event["data"]["turn"], 0
+            self._last_turn = self._open_turn
         elif event_type == "turn/end":
-            self._open_step = self._open_turn = None
+            self._open_step = self._open_turn = self._synthesized_turn = None
+        self._last_time = event.get("time", self._last_time)
         return out
 
     def finish(self) -> Iterable[Row]:
         self._check_cut()
-        return ()
+        out: list[Row] = []
+        if self._lenient is not None and self._synthesized_turn is not None:
+            self._close_synthesized_turn(None, out)
+        return out
 
     # -- admission ------------------------------------------------------------------
 
@@ -267,6 +300,98 @@ class _V2ToV3Stage(RenumberingStage):
                 "messageId": row["data"]["message"]["id"],
             },
         )
+        return row
+
+    # -- the lenient framing -------------------------------------------------------
+
+    def _frame(self, event: Row, seq: int, event_type: str, out: list[Row]) -> None:
+        """Synthesize the ``turn/start``, ``step/end`` and ``step/start`` the v4 model needs
+        before ``event`` (lenient only; pre-turn builds of DSH wrote none of them).
+
+        A surface event with no turn open opens the next turn; a step-scoped event of the
+        open (or next) turn whose step is not open opens it, after ending the open step
+        when it names the next one. Anything else is left to the usual rules.
+        """
+        assert self._lenient is not None
+        data = event["data"]
+        if event_type == "turn/start" and self._synthesized_turn is not None:
+            if not self._bare_synthesized_turn:
+                self._close_synthesized_turn(seq, out)
+                return
+            self._fail(
+                "surface before first step cannot acquire a system head without changing "
+                f"chronology (not even leniently: turn {data.get('turn')!r} starts after a "
+                "message already placed in a synthesized turn)",
+                "surface before first step",
+                seq,
+                event_type,
+            )
+        scoped = event_type in _STEP_SCOPED_TYPES and isinstance(data, dict)
+        if self._open_turn is None and isinstance(self._last_turn, int):
+            if event_type in SURFACE_TYPES_V2:
+                turn = self._last_turn + 1
+            elif scoped and data.get("turn") == self._last_turn + 1:
+                turn = data["turn"]
+            else:
+                return
+            out.append(self._framing(event, seq, "turn/start", {"turn": turn}))
+            self._open_turn, self._last_step, self._last_turn = turn, 0, turn
+            self._bare_synthesized_turn = True
+            self._synthesized_turn = turn
+        if not scoped or data.get("turn") != self._open_turn:
+            return
+        step = data.get("step")
+        if not isinstance(step, int) or isinstance(step, bool):
+            return
+        if self._open_step is not None and self._open_step == (self._open_turn, step - 1):
+            out.append(
+                self._framing(event, seq, "step/end", {"turn": self._open_turn, "step": step - 1})
+            )
+            self._open_step = None
+        if self._open_step is None and step == self._last_step + 1:
+            out.append(
+                self._framing(event, seq, "step/start", {"turn": self._open_turn, "step": step})
+            )
+            self._open_step = (self._open_turn, step)
+            self._last_step = step
+            self._bare_synthesized_turn = False
+            if self._head_seq is None:
+                self._shift.insert_before(seq)
+                head = self._system_message(event, seq, self._open_turn, step, "")
+                head["surfaceOp"] = "append"
+                self._head_seq = head["seq"]
+                out.append(head)
+
+    def _close_synthesized_turn(self, seq: int | None, out: list[Row]) -> None:
+        """End the open turn whose turn/start was synthesized (and its open step) before
+        source event ``seq``, or at the end of the log (``None``): the source never opened
+        it, so nothing of it is left open for a load to close (DSH's reader closes
+        nothing there either). The reason is ``interrupted``: the source says no more."""
+        turn = self._open_turn
+        anchor = {"time": self._last_time}
+        if self._open_step is not None:
+            step = {"turn": turn, "step": self._open_step[1]}
+            out.append(self._framing(anchor, seq, "step/end", step))
+        reason = {"turn": turn, "reason": {"kind": "interrupted"}}
+        out.append(self._framing(anchor, seq, "turn/end", reason))
+        self._open_step = self._open_turn = self._synthesized_turn = None
+
+    def _framing(self, anchor: Row, seq: int | None, event_type: str, data: dict[str, Any]) -> Row:
+        """A synthesized framing event just before source event ``seq`` (at the end of the
+        log for ``None``), recorded."""
+        assert self._lenient is not None
+        self._shift.insert_before(self._next_source_seq if seq is None else seq)
+        row: Row = {
+            "type": event_type,
+            "seq": self._take_target_seq(),
+            "time": anchor["time"],
+            "data": data,
+        }
+        change = _SYNTHESIZED_CHANGES[event_type]
+        if seq is None:
+            self._lenient.record_at_end({"change": change, **data})
+        else:
+            self._lenient.record(EDGE_NAME, seq, {"change": change, **data})
         return row
 
     def _head(self, step_start: Row, seq: int) -> Row:

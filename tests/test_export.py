@@ -280,6 +280,66 @@ def test_the_command_writes_stdout_or_a_file(tmp_path: Path) -> None:
     assert done.exit_code == 2
 
 
+CONTROLS = "clear\x1b[2J csi\x9b1;1H bell\x07 cr\r done"
+"""Log text that clears the screen, moves the cursor, rings and overwrites its line."""
+CONTROLS_SHOWN = "clear\\x1b[2J csi\\x9b1;1H bell\\x07 cr\\x0d done"
+
+
+def _control_log(root: Path) -> Path:
+    store = JsonlStore(root)
+    with store.new("s1", cwd="/w") as live:
+        live.append("turn/start", turn_start(1))
+        live.append("step/start", step_start(1, 1))
+        live.append("user/message", user_message(CONTROLS, id="u1"), surface_op="append")
+        live.append("step/end", step_end(1, 1))
+        live.append("turn/end", turn_end(1))
+    return _log(store, "s1")
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_control_characters_in_the_log_are_shown_escaped(tmp_path: Path, fmt: Any) -> None:
+    page = _render(_control_log(tmp_path / "store"), fmt)
+    assert not any(ch in page for ch in "\x1b\x9b\x07\r"), page
+    assert CONTROLS_SHOWN in page
+    assert "\n" in page  # the transcript's own newlines stay
+
+
+def test_markdown_export_to_a_terminal_cannot_clear_it(tmp_path: Path) -> None:
+    import pty
+
+    from tests.cli.conftest import CONSOLE_SCRIPT
+
+    log = _control_log(tmp_path / "store")
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(CONSOLE_SCRIPT), "export", str(log)],
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO once the follower side is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    assert done.returncode == 0, done.stderr
+    assert shown.startswith(b"# Session s1")
+    assert b"\x1b" not in shown and b"\xc2\x9b" not in shown and b"\x07" not in shown
+    assert CONTROLS_SHOWN.encode() in shown
+
+
 # -- a large log: bounded memory, and a kill mid-export ---------------------------------------
 
 LARGE_BYTES = 200_000_000  # 200 MB

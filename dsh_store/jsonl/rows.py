@@ -26,7 +26,9 @@ V0 logs lack ``delegationDepth`` and whether that is acceptable is a model/migra
 
 from __future__ import annotations
 
+import codecs
 import json
+import os
 import re
 from typing import Any, Final
 
@@ -39,15 +41,18 @@ from ..records import Finding, HeaderInfo
 __all__ = [
     "BOM",
     "CURRENT_VERSION",
+    "LONG_LINE_BYTES",
     "PACKED_ROW_TYPES",
     "Finding",
     "HeaderInfo",
+    "decode_long_line",
     "framing_findings",
     "is_packed_row",
     "lone_surrogate",
     "packed_row_count",
     "packed_row_problem",
     "read_header_line",
+    "replace_lone_surrogates",
     "row_problem",
     "unparsable_reason",
 ]
@@ -108,6 +113,161 @@ def lone_surrogate(raw: bytes) -> tuple[str, str] | None:
     except (ValueError, RecursionError):
         return None
     return _first_lone_surrogate(value, "$")
+
+
+LONG_LINE_BYTES: Final = 1 << 20
+"""Lines from this length on are decoded by :func:`decode_long_line`."""
+
+_LONG_STRING_BYTES: Final = 1 << 16
+_QUOTE_BUDGET: Final = 20_000  # more strings than this: no long-string line, decode it whole
+_JSON_SPACE: Final = b" \t\n\r"
+_RAW_CONTROL: Final = re.compile(rb"[\x00-\x1f]")
+
+
+def decode_long_line(raw: bytes) -> Any:
+    """``orjson.loads(raw)`` for a long line, holding its long strings once.
+
+    The decoder copies its whole input before it builds the value, so a line made of one
+    300 MB string would cost the line, that copy and the string. Here each long string
+    value (at least 64 KiB between its quotes, no backslash escape) is decoded straight
+    from the line's bytes (strict UTF-8; a raw control character, which JSON forbids,
+    sends the line to the decoder), and the decoder reads the line with a unique marker
+    in its place, which is then swapped for the text. The value is exactly the decoder's:
+    the same strings, the same errors (any line this does not fully vouch for is handed
+    to the decoder whole).
+    """
+    spans = _long_plain_strings(raw)
+    if not spans:
+        return orjson.loads(raw)
+    marker = "\x00" + os.urandom(8).hex() + ":"
+    texts: list[str] = []
+    pieces: list[bytes] = []
+    view = memoryview(raw)
+    start = 0
+    for start_of_text, end_of_text in spans:
+        if _RAW_CONTROL.search(raw, start_of_text, end_of_text) is not None:
+            return orjson.loads(raw)
+        try:
+            texts.append(codecs.utf_8_decode(view[start_of_text:end_of_text], "strict", True)[0])
+        except UnicodeDecodeError:
+            return orjson.loads(raw)
+        pieces.append(raw[start:start_of_text])
+        pieces.append(f"\\u0000{marker[1:]}{len(texts) - 1}".encode())
+        start = end_of_text
+    pieces.append(raw[start:])
+    value = orjson.loads(b"".join(pieces))
+    placed: list[int] = []
+    try:
+        value = _put_back(value, marker, texts, placed)
+    except RecursionError:
+        return orjson.loads(raw)
+    if sorted(placed) != list(range(len(texts))):
+        return orjson.loads(raw)  # a marker lost or doubled: trust only the decoder
+    return value
+
+
+def _long_plain_strings(raw: bytes) -> list[tuple[int, int]]:
+    """``(start, end)`` of the text of each long string *value* in ``raw`` that holds no
+    backslash, found by walking its quotes; empty when there is none, or when the walk
+    cannot be sure of them cheaply (too many strings, or a quote right after a backslash,
+    which may or may not end its string)."""
+    spans: list[tuple[int, int]] = []
+    find = raw.find
+    size = len(raw)
+    position = find(b'"')
+    quotes = 0
+    while position >= 0:
+        quotes += 1
+        if quotes > _QUOTE_BUDGET:
+            return []
+        opened = position + 1
+        close = find(b'"', opened)
+        if close < 0 or raw[close - 1] == 0x5C:
+            return []  # unbalanced, or an escaped quote: the decoder reads it whole
+        if close - opened >= _LONG_STRING_BYTES and find(b"\\", opened, close) < 0:
+            after = close + 1
+            while after < size and raw[after] in _JSON_SPACE:
+                after += 1
+            if after >= size or raw[after] != 0x3A:  # not followed by ":": a value
+                spans.append((opened, close))
+        position = find(b'"', close + 1)
+    return spans
+
+
+def _put_back(value: Any, marker: str, texts: list[str], placed: list[int]) -> Any:
+    """``value`` with each marker string swapped for its text; ``placed`` gets the index
+    of every marker met."""
+    if type(value) is str:
+        if value.startswith(marker) and value[len(marker) :].isdigit():
+            index = int(value[len(marker) :])
+            if index < len(texts):
+                placed.append(index)
+                return texts[index]
+        return value
+    if type(value) is list:
+        return [_put_back(item, marker, texts, placed) for item in value]
+    if type(value) is dict:
+        return {key: _put_back(item, marker, texts, placed) for key, item in value.items()}
+    return value
+
+
+def replace_lone_surrogates(raw: bytes) -> tuple[Any, list[tuple[str, str]]] | None:
+    """For a line the decoder refused: its value with every lone UTF-16 surrogate (in a
+    string or a key) replaced by U+FFFD, and the ``(JSON path, code unit)`` of each, in
+    document order; None when the line holds none or is not otherwise valid JSON.
+
+    The value is checked to be one the line decoder could have produced (no integer
+    beyond 64 bits), so the replacement is the line's only change.
+    """
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+    found: list[tuple[str, str]] = []
+    try:
+        value = _replaced(value, "$", found)
+    except _KeysMerged:
+        return None  # two keys that differ only in their lone surrogates: not one change
+    if not found:
+        return None
+    try:
+        orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return value, found
+
+
+def _replaced(value: Any, path: str, found: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        return _replaced_text(value, path, found)
+    if isinstance(value, list):
+        return [_replaced(item, f"{path}[{index}]", found) for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            step = path + _step(key)
+            out[_replaced_text(key, step, found)] = _replaced(item, step, found)
+        if len(out) != len(value):
+            raise _KeysMerged
+        return out
+    return value
+
+
+class _KeysMerged(Exception):
+    pass
+
+
+def _replaced_text(text: str, path: str, found: list[tuple[str, str]]) -> str:
+    if _lone_unit(text) is None:
+        return text
+    chars = list(text)
+    for index, char in enumerate(chars):
+        if 0xD800 <= ord(char) <= 0xDFFF:
+            found.append((path, f"U+{ord(char):04X}"))
+            chars[index] = "\ufffd"
+    return "".join(chars)
 
 
 def _lone_unit(text: str) -> str | None:

@@ -27,9 +27,9 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
@@ -45,11 +45,14 @@ from ..jsonvalue import duplicate_key
 from ..records import Finding, HeaderInfo, ScannedRow, TornTail
 from .rows import (
     CURRENT_VERSION,
+    LONG_LINE_BYTES,
     PACKED_ROW_TYPES,
+    decode_long_line,
     framing_findings,
     lone_surrogate,
     packed_row_count,
     read_header_line,
+    replace_lone_surrogates,
     row_problem,
     unparsable_reason,
 )
@@ -85,6 +88,7 @@ run of NUL bytes are committed history, not the rest of the write in flight
 """
 
 _TURN_END_MARK = b'"turn/end"'
+_LONG_LINE = LONG_LINE_BYTES
 _PACKED = PACKED_ROW_TYPES
 
 
@@ -99,6 +103,10 @@ class _Elided(bytes):
 
     size: int
     nul: bool
+
+
+_UNREAD: Any = object()
+"""What a line the decoder refused reads as when nothing can read it (not JSON)."""
 
 
 def _elided(size: int, *, nul: bool = True) -> _Elided:
@@ -172,6 +180,10 @@ class LogScanner:
         self.path = os.fspath(path)
         self._chunk_size = chunk_size
         self._report = report
+        self.on_lone_surrogates: Callable[[int, int, list[tuple[str, str]]], None] | None = None
+        """Set by the lenient opt-in: an older log's line holding lone surrogates is then
+        read with each replaced by U+FFFD, and this is called with (seq, line, the
+        ``(JSON path, code unit)`` of each) instead of raising LoneSurrogateError."""
         self._reset()
 
     def _reset(self) -> None:
@@ -508,6 +520,7 @@ class LogScanner:
         version = header.version
         old_rows = version < CURRENT_VERSION
         loads = orjson.loads
+        long_line = _LONG_LINE
         dumps = orjson.dumps
         decode_error = orjson.JSONDecodeError
         new_row = tuple.__new__
@@ -532,17 +545,19 @@ class LogScanner:
                     if crlf_first is None:
                         crlf_first = (line_no, offset)
                 try:
-                    value = loads(raw)
+                    value = loads(raw) if len(raw) < long_line else decode_long_line(raw)
                 except decode_error:
+                    value = _UNREAD
                     if type(raw) is not _Elided:
-                        self._refuse_lone_surrogate(raw, line_no, offset, expected, version)
-                    defect_size = _size(raw) + (length - len(raw))
-                    defect_nul = type(raw) is _Elided or b"\0" in raw
-                    message = "line is not valid JSON" if defect_nul else unparsable_reason(raw)
-                    if defect_nul:
-                        message += " (it holds NUL bytes, as a zero-filled region does)"
-                    defect = _Defect("unparsable-line", message, line_no, offset, expected)
-                    break
+                        value = self._refuse_lone_surrogate(raw, line_no, offset, expected, version)
+                    if value is _UNREAD:
+                        defect_size = _size(raw) + (length - len(raw))
+                        defect_nul = type(raw) is _Elided or b"\0" in raw
+                        message = "line is not valid JSON" if defect_nul else unparsable_reason(raw)
+                        if defect_nul:
+                            message += " (it holds NUL bytes, as a zero-filled region does)"
+                        defect = _Defect("unparsable-line", message, line_no, offset, expected)
+                        break
                 # Fast path for an ordinary event row; anything unusual takes row_problem().
                 if (
                     type(value) is dict
@@ -741,19 +756,28 @@ class LogScanner:
 
     def _refuse_lone_surrogate(
         self, raw: bytes, line_no: int, offset: int, seq: int, version: int
-    ) -> None:
-        """Raise LoneSurrogateError if ``raw`` is valid JSON holding a lone surrogate.
+    ) -> Any:
+        """Raise LoneSurrogateError if ``raw`` is valid JSON holding a lone surrogate;
+        return :data:`_UNREAD` when it holds none (it is unparsable).
 
         Wherever it is (docs/format.md §3): the line is complete, so it is no crash's
         remains, and cutting it as a tail would drop an event its writer acknowledged.
+        An older log's line is returned decoded, each lone surrogate replaced by U+FFFD,
+        when :attr:`on_lone_surrogates` is set (the lenient opt-in), which it is told.
         """
         found = lone_surrogate(raw)
         if found is None:
-            return
+            return _UNREAD
+        if version < CURRENT_VERSION and self.on_lone_surrogates is not None:
+            replaced = replace_lone_surrogates(raw)
+            if replaced is not None:
+                self.on_lone_surrogates(seq, line_no, replaced[1])
+                return replaced[0]
         if version < CURRENT_VERSION:
             remedy = (
                 "DSH, which writes such strings, still reads it; dsh-store reads text only as "
-                "Unicode characters and does not migrate the log"
+                "Unicode characters: `dsh-store migrate --lenient` migrates the log with "
+                "U+FFFD in place of each lone surrogate"
             )
         else:
             remedy = (

@@ -387,8 +387,8 @@ class SessionEvent:
             line = encode_line(event_type, seq, time, data, ignorable, sources, op)
         else:
             jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
-            if not line.endswith(b"\n"):
-                line += b"\n"
+            if not line.endswith(b"\n") and len(line) < UNTERMINATED_LINE_BYTES:
+                line += b"\n"  # a longer line is kept as read: see ``line``
         event = cls.__new__(cls)
         _init(event, event_type, seq, time, ignorable, op, sources, line, facts)
         return event
@@ -401,7 +401,12 @@ class SessionEvent:
     @property
     def line(self) -> bytes:
         """The canonical JSONL row, including the trailing newline."""
-        return self._line
+        line = self._line
+        if line[-1] == 0x0A:
+            return line
+        # A long line read from a log is kept as read, without its newline: adding it
+        # there would hold a second copy for the event's life (docs/format.md, memory).
+        return line + b"\n"
 
     def to_json(self) -> dict[str, Any]:
         """A fresh wire object; ``sourceEventSeqs`` as a plain list (no range pairs)."""
@@ -425,19 +430,26 @@ class SessionEvent:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SessionEvent):
             return NotImplemented
-        return self._line == other._line
+        mine, theirs = self._line, other._line
+        if len(mine) == len(theirs):
+            return mine == theirs
+        return self.line == other.line  # one of them kept without its newline
 
     def __hash__(self) -> int:
-        return hash(self._line)
+        return hash(self.line)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_from_line, (self._line,))
+        return (_from_line, (self.line,))
 
     def __repr__(self) -> str:
         return f"SessionEvent(type={self.type!r}, seq={self.seq}, time={self.time})"
 
 
 _UNSET: Final = object()
+
+UNTERMINATED_LINE_BYTES: Final = 1 << 20
+"""From this length on, a line handed to :meth:`SessionEvent.from_json` without its
+newline is kept as it is (``line`` adds the newline when asked)."""
 
 
 def _from_line(line: bytes) -> SessionEvent:

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import Result
 
 from tests.cli.schema_check import errors, load_schema
-from tests.migrations.early_logs import header, user
+from tests.migrations.early_logs import ev, header, user
 from tests.migrations.test_lenient import user_first_log
 
 Invoke = Callable[..., Result]
@@ -24,7 +24,8 @@ def test_verify_hints_which_refused_files_lenient_would_migrate(
     invoke: Invoke, tmp_path: Path
 ) -> None:
     yes = _log(tmp_path / "yes.jsonl", user_first_log())
-    no = _log(tmp_path / "no.jsonl", [user(0)])
+    # The message precedes its own turn/start: no framing can hold both.
+    no = _log(tmp_path / "no.jsonl", [user(0), ev("turn/start", 1, {"turn": 1})])
     result = invoke("verify", tmp_path, "--json")
     assert result.exit_code == 1
     document = json.loads(result.stdout)

@@ -18,8 +18,9 @@ depend on timing.
 Modules: ``test_written`` (the sessions upstream wrote, its repair, ``list``, identity
 binding), ``test_truncation`` (prefix sweeps), ``test_kills`` (real SIGKILLs of the
 upstream writer, and the driver's zstd switch), ``test_damage`` (hand-made damage to logs
-and roots, with the known departures listed in its docstring), ``test_install`` (an install
-killed by SIGKILL, a damaged cache).
+and roots, with the known departures listed in its docstring), ``test_corpus_lenient`` (the
+shared corpus's refused logs, read by upstream and by the lenient opt-in), ``test_install``
+(an install killed by SIGKILL, a damaged cache).
 
 The comparison, per log (upstream ``inspect`` + ``readFrom`` + ``deriveMessages`` against
 dsh-store ``read_log`` of the same bytes, which migrates the format-0 log to v4 in memory):

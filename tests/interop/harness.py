@@ -183,7 +183,10 @@ def ours(path: str | os.PathLike[str], *, lenient: bool = False, messages: bool 
         inspection = read_log(path, **options)
     except DshStoreError as error:
         return Verdict(False, error=f"{type(error).__name__}: {error}")
-    kept = LogScanner(Path(path)).exhaust().event_count
+    scanner = LogScanner(Path(path))
+    if lenient:  # the scan of read_log(lenient=True): lone surrogates read as U+FFFD
+        scanner.on_lone_surrogates = lambda seq, line, found: None
+    kept = scanner.exhaust().event_count
     conversation = None
     system = None
     if messages:

@@ -298,3 +298,12 @@ def test_a_lone_surrogate_written_by_upstream_is_refused_by_its_rule(
         LogScanner(log).exhaust()
     assert caught.value.json_path == "$.data.content[0].text"
     assert caught.value.code_unit == "U+D83D"
+    # The lenient opt-in reads it as upstream does, but for U+FFFD in place of the half
+    # pair: verdict, events kept and closers agree, and the conversation differs only there.
+    upstream_verdict = theirs(inspect_all(upstream, root, (session,))[session])
+    our_verdict = ours(log, lenient=True)
+    assert our_verdict.accepted, our_verdict.error
+    assert our_verdict.structure == upstream_verdict.structure
+    expected = json.loads(json.dumps(upstream_verdict.conversation).replace("\\ud83d", "\\ufffd"))
+    assert json.loads(json.dumps(our_verdict.conversation)) == expected
+    assert "look \ufffd here" in json.dumps(our_verdict.conversation, ensure_ascii=False)

@@ -1,4 +1,4 @@
-"""Hostile tails: zero-filled runs are never buffered, huge lines are read once.
+"""Hostile tails: zero-filled runs are never buffered, huge lines are held about twice.
 
 Memory is measured as the peak RSS (``VmHWM``) of a fresh subprocess, with a bound
 generous enough for any machine: the point is that a 4 GiB tail does not cost 4 GiB.
@@ -138,7 +138,7 @@ def test_a_long_torn_last_line_is_measured_not_kept(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_huge_valid_line_costs_less_than_five_times_its_size(tmp_path: Path) -> None:
+def test_a_huge_valid_line_costs_about_twice_its_size(tmp_path: Path) -> None:
     store = make_store(tmp_path / "store")
     with store.new("s", cwd="/w") as live:
         open_tool_turn(live, 1, (), logged=0)
@@ -162,6 +162,8 @@ def test_a_huge_valid_line_costs_less_than_five_times_its_size(tmp_path: Path) -
     assert examine(path).classification == "open-turn"  # valid: read to its end
     for what in ("verify", "restore"):
         peak, _ = _peak_mib(what, path)
-        # About 4x measured alone (the line, its decoded value, the lossless re-encoding
-        # and the event's copy); the bound leaves room for allocator noise.
-        assert peak < 5 * (size >> 20) + 40, (what, peak)
+        # The line once and its decoded string once: 2.1x measured (272 MiB for this
+        # 128 MiB line; 4.1x before the decoder's copy, the lossless re-encoding and the
+        # event's copy of the line were removed). The bound leaves room for the
+        # interpreter and allocator noise.
+        assert peak < 2.25 * (size >> 20) + 40, (what, peak)

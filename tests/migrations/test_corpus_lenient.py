@@ -3,13 +3,15 @@
 The manifest's 18 ``refuse`` logs all hold a ``user/message`` before the first
 ``step/start``. Under ``lenient=True``:
 
-- the 15 whose message lies inside a turn migrate, and the v4 log derives the
-  conversation DSH's format-0 reader builds from the source (defined below);
+- the 15 whose message lies inside a turn migrate with the system head placed before it,
+  and the v4 log derives the conversation DSH's format-0 reader builds from the source
+  (defined below);
+- ``minimal-preset`` and ``web-search-round`` (pre-turn builds: no ``turn/start``,
+  ``step/start`` or ``step/end`` at all) migrate too, with the turn and step framing
+  synthesized and each synthesized event in the note, and derive the same conversation;
 - ``cordis-tool-round`` stays refused as committed corruption (a seq gap followed by a
-  ``turn/end``), as upstream's recoverable read refuses it;
-- ``minimal-preset`` and ``web-search-round`` (pre-turn builds: a message with no turn at
-  all) stay refused: no head can be placed, and the v4 model requires a user message
-  inside a turn.
+  ``turn/end``), as upstream's recoverable read refuses it, and ``verify`` does not count
+  it among the files the opt-in would migrate.
 
 The default verdicts are ``test_corpus_conformance.py``'s and do not change.
 
@@ -34,10 +36,11 @@ from typing import Any
 import orjson
 import pytest
 
-from dsh_store.errors import CorruptLogError, MigrationRefusedError
+from dsh_store.errors import CorruptLogError
 from dsh_store.migrate import migrate_file
 from dsh_store.model import Session
 from dsh_store.restore import read_log
+from dsh_store.verify import verify_path
 from tests.conftest import shared_missing_reason
 
 from .test_corpus_conformance import CORPUS, MANIFEST, _loaded_copy
@@ -158,23 +161,29 @@ def test_refused_corpus_log_under_the_lenient_opt_in(
     name = entry["path"].split("/")[-2]
     copy = _loaded_copy(CORPUS / entry["path"], tmp_path / "session")
     output = tmp_path / "out.v4.jsonl"
+    (report,) = verify_path(copy)
+    assert report.lenient_would_migrate is (None if name in CORRUPT else True)
     if name in CORRUPT:
+        assert report.classification == "corrupt"
         with pytest.raises(CorruptLogError):
             migrate_file(copy, output=output, lenient=True)
-        return
-    if name in NO_TURN:
-        with pytest.raises(MigrationRefusedError) as refused:
-            migrate_file(copy, output=output, lenient=True)
-        assert refused.value.rule == "surface before first step"
-        assert "no turn is open" in str(refused.value)
         return
     assert migrate_file(copy, output=output, lenient=True).status == "migrated"
     published = read_log(output)  # the default reader accepts it: plain v4
     note = published.events[-1]
     assert (note.type, note.ignorable) == ("migration/note", True)
-    (change,) = note.data["changes"]
-    assert change["change"] == "system-head-before-first-step"
-    assert change["sourceType"] == "user/message"
+    changes = note.data["changes"]
+    head = next(c for c in changes if c["change"] == "system-head-before-first-step")
+    assert head["sourceType"] == "user/message"
+    framing = [c["change"] for c in changes if c is not head]
+    if name in NO_TURN:
+        assert framing[0] == "synthesized-turn-start" and "synthesized-step-start" in framing
+        starts = [e for e in published.events if e.type in ("turn/start", "step/start")]
+        assert len(starts) == framing.count("synthesized-turn-start") + framing.count(
+            "synthesized-step-start"
+        )
+    else:
+        assert framing == []
     derived = Session.from_restore(published.header, list(published.events)).derive_messages()
     prompt, messages = upstream_conversation(copy)
     if prompt:

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from dsh_store.errors import EventValidationError, MigrationRefusedError
+from dsh_store.errors import EventValidationError, LoneSurrogateError, MigrationRefusedError
+from dsh_store.jsonl.scan import LogScanner
 from dsh_store.migrate import migrate_file, upgrade
 from dsh_store.migrations import MigrationContext
 from dsh_store.migrations._lenient import LenientLog
@@ -28,7 +29,7 @@ from dsh_store.model import Session, SessionEvent, SessionHeader
 from dsh_store.restore import examine, read_log
 from dsh_store.verify import verify_path
 
-from .early_logs import ev, header, user
+from .early_logs import chunk, ev, header, text, user
 
 Row = dict[str, Any]
 PROMPT = "You are terse."
@@ -145,7 +146,9 @@ def test_lenient_log_derives_the_prompt_first_conversation() -> None:
     ]
 
 
-def test_lenient_cannot_place_a_head_when_no_turn_is_open() -> None:
+def test_lenient_refuses_a_message_logged_before_its_own_turn_start() -> None:
+    # The message opens a synthesized turn 1; the turn/start that follows names the same
+    # turn, so no framing can hold both without moving the message.
     rows = [
         user(0),
         ev("turn/start", 1, {"turn": 1}),
@@ -153,8 +156,119 @@ def test_lenient_cannot_place_a_head_when_no_turn_is_open() -> None:
     ]
     with pytest.raises(MigrationRefusedError) as refused:
         _upgraded(rows, lenient=True)
-    assert refused.value.rule == "surface before first step"
-    assert "not even leniently: no turn is open" in str(refused.value)
+    assert (refused.value.rule, refused.value.seq) == ("surface before first step", 1)
+    assert "not even leniently: turn 1 starts after a message" in str(refused.value)
+
+
+def pre_turn_log() -> list[Row]:
+    """A pre-turn build's log: no turn/start, step/start or step/end, two steps of chunks."""
+    return [
+        user(0, "Search, then answer."),
+        chunk(1, {"type": "block-start", "index": 0, "blockType": "text"}, step=1),
+        chunk(2, text(0, "Searching."), step=1),
+        chunk(
+            3, {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Searching."}}
+        ),
+        chunk(4, {"type": "finish", "reason": {"kind": "tool-calls"}}, step=1),
+        chunk(5, {"type": "block-start", "index": 0, "blockType": "text"}, step=2),
+        chunk(6, text(0, "Done."), step=2),
+        chunk(
+            7, {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Done."}}, step=2
+        ),
+        chunk(8, {"type": "finish", "reason": {"kind": "stop"}}, step=2),
+    ]
+
+
+def test_default_refuses_a_log_without_turn_framing() -> None:
+    with pytest.raises(MigrationRefusedError) as refused:
+        _upgraded(pre_turn_log(), lenient=False)
+    assert (refused.value.rule, refused.value.seq) == ("surface before first step", 0)
+
+
+def test_lenient_synthesizes_the_turn_and_step_framing_and_notes_each_event() -> None:
+    out = _upgraded(pre_turn_log(), lenient=True)
+    assert [(row["type"], row["data"].get("turn"), row["data"].get("step")) for row in out] == [
+        ("turn/start", 1, None),  # synthesized: the message opens turn 1
+        ("system/message", 1, 1),  # the head, before the message
+        ("user/message", None, None),
+        ("step/start", 1, 1),  # synthesized before step 1's attempt
+        ("assistant/attempt", 1, 1),
+        ("step/end", 1, 1),  # synthesized: step 2's attempt ends step 1
+        ("step/start", 1, 2),
+        ("assistant/attempt", 1, 2),
+        ("step/end", 1, 2),  # synthesized at the end: the source never opened the turn,
+        ("turn/end", 1, None),  # so nothing of it is left for a load to close
+        ("migration/note", None, None),
+    ]
+    assert out[-2]["data"]["reason"] == {"kind": "interrupted"}
+    assert out[-2]["time"] == out[-4]["time"]  # the last event's time
+    assert [row["seq"] for row in out] == list(range(len(out)))
+    assert out[0]["time"] == out[2]["time"]  # a synthesized event has its anchor's time
+    assert out[3]["time"] == out[4]["time"] and out[5]["time"] == out[7]["time"]
+    changes = out[-1]["data"]["changes"]
+    # Each synthesized event is placed by the source event it precedes: an attempt folded
+    # from chunks by its first chunk.
+    assert [(c["change"], c.get("sourceSeq")) for c in changes] == [
+        ("synthesized-turn-start", 0),
+        ("system-head-before-first-step", 0),
+        ("synthesized-step-start", 1),
+        ("synthesized-step-end", 5),
+        ("synthesized-step-start", 5),
+        ("synthesized-step-end", None),
+        ("synthesized-turn-end", None),
+    ]
+    assert [c.get("atEnd") for c in changes][-2:] == [True, True]
+    assert changes[-1]["reason"] == {"kind": "interrupted"}
+    assert changes[0]["turn"] == 1
+    assert (changes[2]["turn"], changes[2]["step"]) == (1, 1)
+    assert (changes[3]["turn"], changes[3]["step"]) == (1, 1)
+    assert (changes[4]["turn"], changes[4]["step"]) == (1, 2)
+
+
+def test_a_lenient_log_without_framing_loads_with_nothing_to_close(tmp_path: Path) -> None:
+    source = _write(tmp_path / "old.jsonl", pre_turn_log())
+    output = tmp_path / "new.jsonl"
+    assert migrate_file(source, output=output, lenient=True).status == "migrated"
+    published = read_log(output)  # the default reader: plain v4
+    assert published.closers == ()  # as DSH's reader appends nothing to such a log
+    assert examine(output).classification == "ok"
+    assert published.events[-1].type == "migration/note"
+    session = Session.from_restore(published.header, list(published.events))
+    assert [(m["role"], m["content"]) for m in session.derive_messages()] == [
+        ("user", [{"type": "text", "text": "Search, then answer."}]),
+    ]
+    (report,) = verify_path(source)
+    assert report.lenient_would_migrate is True
+
+
+def test_a_synthesized_turn_is_ended_before_the_next_real_turn() -> None:
+    rows = [*pre_turn_log()[:5], ev("turn/start", 5, {"turn": 2}), user(6)]
+    rows += [ev("turn/end", 7, {"turn": 2, "reason": {"kind": "completed"}})]
+    out = _upgraded(rows, lenient=True)
+    types = [row["type"] for row in out]
+    start = types.index("turn/start", 1)
+    assert types[start - 2 : start + 1] == ["step/end", "turn/end", "turn/start"]
+    assert out[start - 1]["data"] == {"turn": 1, "reason": {"kind": "interrupted"}}
+    changes = out[-1]["data"]["changes"]
+    ended = [c for c in changes if c["change"] == "synthesized-turn-end"]
+    assert ended == [
+        {"change": "synthesized-turn-end", "sourceSeq": 5, "turn": 1, "reason": ended[0]["reason"]}
+    ]
+
+
+def test_a_step_scoped_event_of_another_turn_gets_no_framing() -> None:
+    # Framing is only synthesized for the open turn's next step: an attempt naming turn 3
+    # while turn 1 is open is left to the usual rules, with nothing invented for it.
+    out = _upgraded([user(0), chunk(1, text(0, "x"), turn=3, step=1)], lenient=True)
+    assert [row["type"] for row in out] == [
+        "turn/start",
+        "system/message",
+        "user/message",
+        "assistant/attempt",
+        "turn/end",
+        "migration/note",
+    ]
+    assert "synthesized-step-start" not in [c["change"] for c in out[-1]["data"]["changes"]]
 
 
 def test_the_v2_edge_records_the_head_by_its_input_seq() -> None:
@@ -323,7 +437,8 @@ def test_migrate_file_lenient_publishes_a_log_every_reader_accepts(tmp_path: Pat
 
 def test_verify_says_which_refused_files_the_opt_in_would_migrate(tmp_path: Path) -> None:
     yes = _write(tmp_path / "yes.jsonl", user_first_log())
-    no = _write(tmp_path / "no.jsonl", [user(0)])
+    no_rows = [user(0), ev("turn/start", 1, {"turn": 1})]  # the message precedes its turn
+    no = _write(tmp_path / "no.jsonl", no_rows)
     plain = _write(tmp_path / "plain.jsonl", [*_with_unknown(ignorable=True)[:3]])
     (report,) = verify_path(yes)
     assert report.classification == "refused"
@@ -360,3 +475,89 @@ def test_the_layered_chain_and_the_fused_driver_agree_under_lenient() -> None:
     fused = list(fused_chain(header(), [dict(row) for row in rows], context())[1])
     assert layered == fused
     assert [change["sourceSeq"] for change in fused[-1]["data"]["changes"]] == [1, 3]
+
+
+# -- lone surrogates -------------------------------------------------------------------
+
+
+def _broken_text_log(path: Path) -> Path:
+    """A format-0 log whose user text holds two lone surrogates, as DSH's writer escapes
+    them (``JSON.stringify`` of half a pair), and a paired one that is a real character."""
+    rows = [
+        ev("turn/start", 0, {"turn": 1}),
+        ev("step/start", 1, {"turn": 1, "step": 1}),
+        user(2, "look \ud83d here \udc00 and \U0001f600"),
+    ]
+    _write(path, rows)
+    assert b"\\ud83d here \\udc00 and \\ud83d\\ude00" in path.read_bytes()
+    return path
+
+
+def test_default_refuses_a_lone_surrogate_and_verify_offers_the_opt_in(tmp_path: Path) -> None:
+    source = _broken_text_log(tmp_path / "old.jsonl")
+    with pytest.raises(LoneSurrogateError):
+        read_log(source)
+    (report,) = verify_path(source)
+    assert report.classification == "corrupt"
+    assert report.lenient_would_migrate is True
+    assert "`--lenient` would migrate it, replacing each lone surrogate" in (
+        report.findings[-1].message
+    )
+    assert report.to_json()["lenientWouldMigrate"] is True
+
+
+def test_lenient_replaces_lone_surrogates_and_notes_where(tmp_path: Path) -> None:
+    source = _broken_text_log(tmp_path / "old.jsonl")
+    before = source.read_bytes()
+    output = tmp_path / "new.jsonl"
+    assert migrate_file(source, output=output, lenient=True).status == "migrated"
+    assert source.read_bytes() == before
+    published = read_log(output)  # the default reader: valid UTF-8 text now
+    message = next(e for e in published.events if e.type == "user/message")
+    assert message.data["content"] == [
+        {"type": "text", "text": "look \ufffd here \ufffd and \U0001f600"}
+    ]
+    note = published.events[-1]
+    assert note.type == "migration/note"
+    assert note.data["changes"] == [
+        {
+            "change": "lone-surrogate-replaced",
+            "sourceSeq": 2,
+            "line": 4,
+            "replaced": [
+                {"jsonPath": "$.data.content[0].text", "codeUnit": "U+D83D"},
+                {"jsonPath": "$.data.content[0].text", "codeUnit": "U+DC00"},
+            ],
+        }
+    ]
+    lenient_read = read_log(source, lenient=True)
+    assert [e.line for e in lenient_read.events] == [e.line for e in published.events]
+    (report,) = verify_path(source, lenient=True)
+    assert report.classification == "open-turn"
+    assert "lone-surrogate-replaced at source seq 2" in report.findings[-1].message
+
+
+def test_a_lone_surrogate_in_a_key_is_replaced_and_a_v4_log_stays_refused(
+    tmp_path: Path,
+) -> None:
+    bad = b'{"type":"tool/progress","seq":0,"time":3,"data":{"k\\udbff":1}}'
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(json.dumps(header()).encode() + b"\n" + bad + b"\n")
+    scanner = LogScanner(old)
+    seen: list[tuple[int, int, list[tuple[str, str]]]] = []
+    scanner.on_lone_surrogates = lambda seq, line, found: seen.append((seq, line, found))
+    (row,) = scanner.rows()
+    assert row.value["data"] == {"k\ufffd": 1}
+    assert seen == [(0, 2, [('$.data["k\\udbff"]', "U+DBFF")])]
+    current = tmp_path / "v4.jsonl"
+    current.write_bytes(json.dumps(header(4, isSeeded=False)).encode() + b"\n" + bad + b"\n")
+    with pytest.raises(LoneSurrogateError):
+        read_log(current, lenient=True)  # no v4 writer produces one: never replaced
+
+
+def test_keys_that_differ_only_in_lone_surrogates_stay_refused(tmp_path: Path) -> None:
+    bad = b'{"type":"tool/progress","seq":0,"time":3,"data":{"k\\udbff":1,"k\\udfff":2}}'
+    old = tmp_path / "old.jsonl"
+    old.write_bytes(json.dumps(header()).encode() + b"\n" + bad + b"\n")
+    with pytest.raises(LoneSurrogateError):
+        read_log(old, lenient=True)

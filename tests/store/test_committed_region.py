@@ -5,8 +5,10 @@ calls, no later turn/end). Bytes are flipped one at a time (XOR 0xFF, which make
 byte invalid UTF-8, so every flip is a defect of the line holding it), in place, so the log
 keeps its inode and its watermark still binds it; then again with the watermark removed, as
 DSH leaves a log. Within one line every byte but its newline damages the same line the same
-way, so the sweep flips every byte of the last step (the lines nothing valid follows) and,
-in every other line of the open turn, its first byte, a middle byte and its newline.
+way, so the sweep of that 200-call turn flips every byte of the last step (the lines nothing
+valid follows) and, in every other line of the open turn, its first byte, a middle byte and
+its newline; a small log of the same shape (a few KB) has every byte of its open turn
+flipped, with and without its watermark.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ from .helpers import CWD, complete_turn, make_store, sidecars, snapshot
 TOOL_CALLS = 200
 
 
-def _long_open_turn(store: JsonlStore) -> Path:
+def _long_open_turn(store: JsonlStore, tool_calls: int = TOOL_CALLS, flush_every: int = 20) -> Path:
     """One finished turn, then an open one: one step per tool call, each with its result."""
     with store.new("long", cwd=CWD) as live:
         complete_turn(live, 1, first=True)
         live.append("turn/start", {"turn": 2})
-        for step in range(1, TOOL_CALLS + 1):
+        for step in range(1, tool_calls + 1):
             live.append("step/start", {"turn": 2, "step": step})
             if step == 1:
                 live.append("user/message", user("go", "m-u2"), surface_op="append")
@@ -47,9 +49,9 @@ def _long_open_turn(store: JsonlStore) -> Path:
             )
             live.append("tool/call", tool_call(2, step, call))
             live.append("tool/result", tool_result(2, step, call), surface_op="append")
-            if step < TOOL_CALLS:
+            if step < tool_calls:
                 live.append("step/end", {"turn": 2, "step": step})
-            if step % 20 == 0:
+            if step % flush_every == 0:
                 live.flush()  # several acknowledged batches
         path = live.path
     return path
@@ -168,6 +170,42 @@ def test_without_a_watermark_every_flip_followed_by_a_valid_line_is_refused(
         line, offset = _line_of(starts, position)
         assert (caught.value.line, caught.value.offset) == (line, offset), position
         assert "this region was committed" in str(caught.value), position
+
+
+@pytest.mark.parametrize("watermark", [True, False], ids=["watermark", "no-watermark"])
+def test_every_byte_of_a_small_open_turn_flipped_is_refused(
+    tmp_path: Path, watermark: bool
+) -> None:
+    # Exhaustive where the sweep above samples within lines: every byte of the open turn,
+    # newlines included, of a log small enough to scan once per byte in-process.
+    path = _long_open_turn(make_store(tmp_path / "store"), tool_calls=6, flush_every=2)
+    data = path.read_bytes()
+    assert data.isascii() and 2_000 < len(data) < 8_000
+    if not watermark:
+        os.unlink(watermark_path(path))
+    start = data.index(b'{"type":"turn/start","seq":7,')
+    starts = _line_starts(data)
+    tail_from = len(data) if watermark else starts[-1] - 1
+    refused = 0
+    for position in range(start, len(data)):
+        original = _flip(path, position)
+        flipped = path.read_bytes()
+        try:
+            if position >= tail_from:
+                # Without a watermark, the last line (or the newline joining it to the one
+                # before) is followed by nothing valid: a crash tail, as it always was.
+                assert LogScanner(path).exhaust().torn is not None, position
+                continue
+            with pytest.raises(CorruptLogError) as caught:
+                LogScanner(path).exhaust()
+            assert path.read_bytes() == flipped, position  # the file is left untouched
+        finally:
+            _restore(path, position, original)
+        line, offset = _line_of(starts, position)
+        assert (caught.value.line, caught.value.offset) == (line, offset), position
+        refused += 1
+    assert refused == tail_from - start
+    assert path.read_bytes() == data
 
 
 def _sample(start: int, end: int, starts: list[int]) -> list[int]:
