@@ -118,7 +118,11 @@ class StoredLogReader(Protocol):
         ...
 
     def rows(self) -> Iterator[StoredRow]:
-        """The committed rows after the header, in seq order."""
+        """The committed rows after the header, in seq order.
+
+        Each row's decoded value is new to this call and held by nothing else: reading an
+        older log rewrites those values in place as they are upgraded.
+        """
         ...
 
     def reopen(self) -> StoredLogReader:
@@ -218,6 +222,9 @@ class RepairOutcome(NamedTuple):
     kept loss-free at ``saved_to``; ``completed_bytes``: bytes of a closer batch an
     interrupted earlier repair had written, which this repair completed instead of
     cutting; ``closers``: how many closer records were appended by this call.
+    ``read_back``: the repaired log is not the committed region followed by the closers'
+    lines (a zstd log keeps the torn frame's records and frames them anew), so a caller
+    that needs its state reads it back instead of deriving it.
     """
 
     cut_at: int | None
@@ -226,6 +233,7 @@ class RepairOutcome(NamedTuple):
     completed_bytes: int
     closers: int
     applied: bool
+    read_back: bool = False
 
 
 class StorageBackend(abc.ABC):
@@ -234,6 +242,12 @@ class StorageBackend(abc.ABC):
 
     #: A short name used in messages and test ids (``jsonl``, ``jsonl-zstd``, ``memory``).
     name: str = "backend"
+
+    @property
+    def display(self) -> str:
+        """How messages name this store (safe to print: never a credential); :attr:`name`
+        unless the backend knows better (a database backend: its URL, password masked)."""
+        return self.name
 
     # -- discovery -------------------------------------------------------------------
 

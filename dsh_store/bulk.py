@@ -62,10 +62,20 @@ class MigrationRequest:
     ``child_headers`` are the header rows of the sessions in the same store naming this
     one as parent (None for a loose file: unknown). ``loose`` says whether ``source`` is
     a loose file (None: decided by :func:`is_store_file` when the request runs).
-    ``lenient`` asks for the lenient opt-in of the chain.
+    ``lenient`` asks for the lenient opt-in of the chain; ``encoding`` is
+    :func:`~dsh_store.migrate.migrate_file`'s.
     """
 
-    __slots__ = ("child_headers", "dry_run", "in_place", "lenient", "loose", "output", "source")
+    __slots__ = (
+        "child_headers",
+        "dry_run",
+        "encoding",
+        "in_place",
+        "lenient",
+        "loose",
+        "output",
+        "source",
+    )
 
     def __init__(
         self,
@@ -76,6 +86,7 @@ class MigrationRequest:
         child_headers: tuple[Mapping[str, Any], ...] | None = None,
         loose: bool | None = None,
         lenient: bool = False,
+        encoding: str | None = None,
     ) -> None:
         self.source = source
         self.output = output
@@ -84,6 +95,7 @@ class MigrationRequest:
         self.child_headers = child_headers
         self.loose = loose
         self.lenient = lenient
+        self.encoding = encoding
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -96,6 +108,7 @@ class MigrationRequest:
                 self.child_headers,
                 self.loose,
                 self.lenient,
+                self.encoding,
             ),
         )
 
@@ -110,6 +123,7 @@ def migrate_paths(
     progress: Progress[MigrationResult] | None = None,
     evidence_root: str | os.PathLike[str] | None = None,
     lenient: bool = False,
+    encoding: str | None = None,
 ) -> list[MigrationResult]:
     """Migrate every log under ``paths`` to format 4; refusals are results, not errors.
 
@@ -122,7 +136,9 @@ def migrate_paths(
     Child-session evidence (it completes the v4 ``subagent/catalog``) comes from
     ``evidence_root`` when given (``--store-root``), else from a store file's own store,
     whatever the destination; a loose file without ``evidence_root`` has none.
-    ``lenient`` is :func:`dsh_store.migrate.migrate_file`'s.
+    ``lenient`` is :func:`dsh_store.migrate.migrate_file`'s, and so is ``encoding``: store
+    files are published (or re-encoded) beside themselves in it; a loose file of the other
+    encoding needs ``output``, named for it.
 
     :raises MigrationOptionsError: conflicting options, or a loose file with nowhere to go.
     :raises NoLogsError: a PATH holds no log.
@@ -134,6 +150,15 @@ def migrate_paths(
         raise MigrationOptionsError(
             f"--output takes exactly one source file; {len(files)} logs were given"
         )
+    if encoding is not None and encoding not in ("raw", "zstd"):
+        raise MigrationOptionsError(f"--encoding is raw or zstd, got {encoding!r}")
+    if encoding is not None and output is not None:
+        named = layout.encoding_of(Path(output).name)
+        if named != encoding:
+            raise MigrationOptionsError(
+                f"--output {output} names a {named} log, not {encoding}: a zstd log's name "
+                f"ends in {layout.ZSTD_SUFFIX}, a raw one's does not"
+            )
     requests: list[MigrationRequest] = []
     children = _ChildEvidence()
     explicit = None if evidence_root is None else Path(evidence_root)
@@ -144,6 +169,12 @@ def migrate_paths(
         if loose and output is None and not in_place and _needs_upgrade(file):
             raise MigrationOptionsError(
                 f"{file} is a loose file: pass --output OUT or --in-place", path=str(file)
+            )
+        if loose and output is None and _converts(file, encoding):
+            raise MigrationOptionsError(
+                f"{file} is a loose {layout.encoding_of(file.name)} file and --in-place keeps "
+                f"its name: pass --output OUT (named for {encoding}) to convert it",
+                path=str(file),
             )
         if explicit is not None:
             evidence = children.of(explicit, _header_of(file)) if _needs_upgrade(file) else None
@@ -158,11 +189,17 @@ def migrate_paths(
                 evidence,
                 loose=loose,
                 lenient=lenient,
+                encoding=encoding,
             )
         )
     # Each migration is one atomic publish: on Ctrl-C the one under way finishes and is
     # reported, so every file changed is in the results a progress hook saw.
     return map_files(migrate_one, requests, jobs=jobs, progress=progress, finish_current=True)
+
+
+def _converts(file: Path, encoding: str | None) -> bool:
+    """Whether ``encoding`` asks to change the encoding ``file``'s name says."""
+    return encoding is not None and layout.encoding_of(file.name) != encoding
 
 
 class _ChildEvidence:
@@ -215,6 +252,7 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
             in_place=request.in_place or loose_dry_run,
             dry_run=request.dry_run,
             lenient=request.lenient,
+            encoding=request.encoding,
         )
     except (DshStoreError, OSError) as error:
         reason = _one_line(error, source=source)

@@ -25,6 +25,7 @@ __all__ = [
     "DemoRootError",
     "DshStoreError",
     "DuplicateKeyError",
+    "EncodingConversionPendingError",
     "EventValidationError",
     "ForkedSessionError",
     "InvalidSessionIdError",
@@ -662,7 +663,7 @@ class ZstdWriteUnsupportedError(DshStoreError):
 
 
 class StoreEncodingError(DshStoreError):
-    """A store was asked to write a log of the other encoding than its own.
+    """A store was asked to read or write a log of the other encoding than its own.
 
     A store root holds logs of one encoding (``raw`` ``session.v4.jsonl`` or ``zstd``
     ``session.v4.jsonl.zstd``); ``found`` is the log's, ``expected`` the store's.
@@ -674,8 +675,9 @@ class StoreEncodingError(DshStoreError):
 
     def __init__(self, path: str, found: str, expected: str) -> None:
         super().__init__(
-            f"{path}: this is a {found} log, but the store writes {expected} logs; a store "
-            f"root belongs to one encoding: open it with JsonlStore(root, encoding={found!r})",
+            f"{path}: this is a {found} log, but the store's logs are {expected}; a store "
+            f"root belongs to one encoding: open it with JsonlStore(root, encoding={found!r}), "
+            f"or convert this log with `dsh-store migrate --encoding {expected} {path}`",
             path=path,
             found=found,
             expected=expected,
@@ -791,3 +793,26 @@ class SchemaVersionError(DshStoreError):
                 f"`dsh-store pg init {url}` to upgrade it"
             )
         super().__init__(f"{url}: {advice}", url=url, found=found, supported=supported)
+
+
+class EncodingConversionPendingError(DshStoreError):
+    """A session directory holds its v4 log in both encodings: a conversion was interrupted.
+
+    ``migrate --encoding`` publishes the re-encoded log beside its source before it retires
+    the source; a crash in between leaves both (the same events). ``path`` is the log the
+    store found, ``twin`` the other encoding's; nothing is read or written until a rerun
+    of the conversion retires one of them.
+    """
+
+    path: str
+    twin: str
+
+    def __init__(self, path: str, twin: str) -> None:
+        directory = os.path.dirname(path) or "."
+        super().__init__(
+            f"{directory}: holds this session's v4 log in both encodings ({path} and "
+            f"{twin}): an encoding conversion stopped before it retired its source; finish "
+            f"it with `dsh-store migrate --encoding raw {directory}` (or `--encoding zstd`)",
+            path=path,
+            twin=twin,
+        )

@@ -26,10 +26,10 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from .binding import BINDING_RULE, row_binding
 from .children import children_index, jsonl_backend, migration_children
@@ -41,20 +41,30 @@ from .errors import (
     LosslessJsonError,
     MigrationRefusedError,
     NotASessionError,
-    UnsupportedVersionError,
 )
 from .inspection import Inspection
 from .jsonl import files, layout
 from .jsonl.failpoints import failpoint
 from .jsonl.files import link_durably, new_temp, replace_durably, staged, write_all
+from .jsonl.lock import SessionLock
 from .jsonl.rows import HeaderInfo
 from .jsonl.scan import LogScanner, ScannedRow, corruption_first, revision_of
 from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
-
-if TYPE_CHECKING:
-    from .migrations._lenient import LenientLog
+from .upgrading import (
+    HEADER_CLASSES,
+    Locate,
+    check_upgraded,
+    classify_header,
+    lenient_source,
+    model_refusal,
+    upgrade,
+    upgrade_header,
+    upgrade_located,
+    with_source_line,
+)
+from .upgrading import MODEL_EDGE as MODEL_EDGE  # re-exported: migrate.MODEL_EDGE
 
 __all__ = [
     "HEADER_CLASSES",
@@ -69,13 +79,12 @@ __all__ = [
     "verify_published",
 ]
 
-HEADER_CLASSES: Final = ("current", "migration-required", "unsupported", "malformed")
-
 MIGRATE_FAILPOINTS: Final = (
     "migrate.before-fsync",
     "migrate.before-link",
     "migrate.after-link",
     "migrate.before-replace",
+    "migrate.before-retire",
 )
 """The crash points of the publish protocol (see :mod:`dsh_store.jsonl.failpoints`)."""
 
@@ -86,12 +95,6 @@ _SCAN_CHUNK: Final = 1 << 18
 _COMPARE_CHUNK: Final = 1 << 20
 _REVERIFY_PREFIX: Final = "the upgraded log failed re-verification: "
 _ROW_VALUE: Final = operator.itemgetter(3)  # ScannedRow.value
-
-MODEL_EDGE: Final = "model"
-"""The ``edge`` of a refusal by the v4 model's check of the upgraded log (after 3->4)."""
-
-Locate = Callable[[int], tuple[int | None, str | None]]
-"""Upgraded seq -> ``(source seq, None)``, or ``(None, edge)`` for an event an edge made."""
 
 
 @dataclass(frozen=True)
@@ -122,323 +125,6 @@ class MigrationResult:
             "backup": None if self.backup is None else str(self.backup),
             "reason": self.reason,
         }
-
-
-# -- header-only --------------------------------------------------------------------------
-
-
-def upgrade_header(header_json: Mapping[str, Any], *, path: str | None = None) -> SessionHeader:
-    """Translate a header row of any supported version to the v4 header, header only.
-
-    :raises UnsupportedVersionError: the version is not 0-4.
-    :raises MigrationRefusedError: an edge refuses the header.
-    :raises EventValidationError: the translated header is not a valid v4 header.
-    """
-    from .migrations import EDGES, MigrationContext
-
-    version = _version_of(header_json, path)
-    context = MigrationContext(path=path, session_id=header_json.get("id"))
-    row = dict(header_json)
-    for source in range(version, SESSION_FORMAT_VERSION):
-        row = EDGES[source].header(row, context)
-    return SessionHeader.from_json(row)
-
-
-def classify_header(path: str | os.PathLike[str]) -> str:
-    """Header-only classification, one of :data:`HEADER_CLASSES`.
-
-    ``current``: a valid v4 header; ``migration-required``: an older header the chain
-    translates into a valid v4 header; ``unsupported``: a newer or unknown version, or a
-    header the chain refuses; ``malformed``: no session header at all (empty file, not
-    JSON, no version) or a header whose fields are invalid. Reads the first line only:
-    never reads event bodies, never writes.
-    """
-    try:
-        info = LogScanner(path).read_header()
-    except UnsupportedVersionError:
-        return "unsupported"
-    except (NotASessionError, OSError):
-        return "malformed"
-    if info is None:
-        return "malformed"
-    try:
-        upgrade_header(info.value, path=os.fspath(path))
-    except MigrationRefusedError:
-        return "unsupported"
-    except EventValidationError:
-        return "malformed"
-    return "current" if info.version == SESSION_FORMAT_VERSION else "migration-required"
-
-
-def _version_of(header_json: Mapping[str, Any], path: str | None) -> int:
-    version = header_json.get("version")
-    if type(version) is not int or not 0 <= version <= SESSION_FORMAT_VERSION:
-        raise UnsupportedVersionError(path or "<memory>", version, SESSION_FORMAT_VERSION)
-    return version
-
-
-# -- in memory ----------------------------------------------------------------------------
-
-
-def upgrade(
-    header_json: Mapping[str, Any],
-    events_json: Iterable[Mapping[str, Any]],
-    *,
-    path: str | None = None,
-    child_headers: tuple[Mapping[str, Any], ...] | None = None,
-    extras: Mapping[str, Any] | None = None,
-    lenient: bool = False,
-) -> tuple[SessionHeader, Iterator[SessionEvent]]:
-    """Upgrade wire rows of any supported version to v4, in memory, lazily.
-
-    Returns the v4 header and a lazy iterator of v4 events (envelope and payload checked
-    per event; the whole-log rules are :func:`dsh_store.model.stream_check.check_stream`'s
-    or ``Session.from_restore``'s job). A v4 input passes through unchanged. Intermediate
-    versions exist only as edge state in memory.
-
-    :param child_headers: headers of the sessions naming this one as parent (completes the
-        v4 subagent catalog); ``None`` when unknown, e.g. a loose file.
-    :param lenient: also migrate the format-0 logs DSH's reader loads but the faithful
-        chain refuses (a surface event before the first step, an unknown ignorable event
-        type), recording every deviation in a trailing ignorable ``migration/note`` event
-        (docs/migrations.md, "The lenient opt-in").
-    :raises UnsupportedVersionError: the header's version is not 0-4.
-    :raises MigrationRefusedError: raised while iterating, when an edge refuses or the
-        upgraded event is not valid v4 (naming path, seq, event type and rule).
-    """
-    header, events, _ = upgrade_located(
-        header_json, events_json, path, child_headers, extras, fresh_dicts=False, lenient=lenient
-    )
-    return header, events
-
-
-def upgrade_located(
-    header_json: Mapping[str, Any],
-    events_json: Iterable[Mapping[str, Any]],
-    path: str | None,
-    child_headers: tuple[Mapping[str, Any], ...] | None,
-    extras: Mapping[str, Any] | None,
-    *,
-    fresh_dicts: bool,
-    lenient: bool | LenientLog = False,
-) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
-    """:func:`upgrade`; ``fresh_dicts`` says the rows are dicts used once (the scanner's).
-
-    ``lenient`` may be the :class:`LenientLog` the read of the source already records
-    into (see :func:`lenient_source`).
-
-    The third value maps an upgraded seq back to its source (``None`` for a v4 input,
-    whose seqs are the source's).
-    """
-    from .migrations import MigrationContext
-    from .migrations._lenient import LenientLog
-    from .migrations._pipeline import located_chain
-
-    version = _version_of(header_json, path)
-    if version == SESSION_FORMAT_VERSION:
-        return (
-            SessionHeader.from_json(header_json),
-            (SessionEvent.from_json(row) for row in events_json),
-            None,
-        )
-    context = MigrationContext(
-        path=path,
-        session_id=header_json.get("id"),
-        child_headers=child_headers,
-        extras=extras or {},
-        lenient=lenient if isinstance(lenient, LenientLog) else LenientLog() if lenient else None,
-    )
-    # The edges take dicts: other mappings are copied, fresh dicts are handed on as they are.
-    rows: Iterable[dict[str, Any]] = (
-        events_json  # type: ignore[assignment]
-        if fresh_dicts
-        else (row if type(row) is dict else dict(row) for row in events_json)
-    )
-    v4_header, v4_rows, sources = located_chain(dict(header_json), rows, context)
-    try:
-        header = SessionHeader.from_json(v4_header)
-    except EventValidationError as error:
-        raise MigrationRefusedError(
-            f"the upgraded header is not valid v4: {error.detail}",
-            rule=error.rule,
-            path=path,
-        ) from None
-    return header, _events(v4_rows, path, sources.locate), sources.locate
-
-
-def lenient_source(reader: object, lenient: bool) -> bool | LenientLog:
-    """The ``lenient`` of :func:`upgrade_located` for a log read by ``reader``: with the opt-in
-    and a log file's scanner, a note whose scan replaces lone surrogates and records each
-    (docs/migrations.md, "The lenient opt-in")."""
-    if not lenient or not isinstance(reader, LogScanner):
-        return lenient
-    from .migrations._lenient import LenientLog
-
-    log = LenientLog()
-    reader.on_lone_surrogates = log.record_lone_surrogates
-    return log
-
-
-def _scanned_rows(rows: Iterator[ScannedRow]) -> Iterator[dict[str, Any]]:
-    """The decoded rows of a scan (always fresh dicts), without a generator per row."""
-    return map(_ROW_VALUE, rows)
-
-
-def _events(
-    rows: Iterable[Mapping[str, Any]], path: str | None, locate: Locate
-) -> Iterator[SessionEvent]:
-    for row in _typed_refusals(rows, path):
-        try:
-            yield SessionEvent.from_json(row)
-        except EventValidationError as error:
-            raise _refusal(error.detail, error.rule, path, row, locate) from None
-        except LosslessJsonError as error:
-            raise _refusal(str(error), "not-lossless-json", path, row, locate) from None
-
-
-def _typed_refusals(
-    rows: Iterable[Mapping[str, Any]], path: str | None
-) -> Iterator[Mapping[str, Any]]:
-    """The chain's rows; a row shape an edge cannot even read becomes a typed refusal.
-
-    Edges refuse what they recognize as wrong with precise rules; a value of an
-    unexpected JSON type deep in an old row can still trip a plain ``TypeError`` /
-    ``ValueError`` inside an edge. That is bad input, not a crash: it is reported as a
-    ``MigrationRefusedError`` (rule ``unreadable-row``) with the original error chained.
-    """
-    iterator = iter(rows)
-    while True:
-        try:
-            row = next(iterator)
-        except StopIteration:
-            return
-        except DshStoreError:
-            raise
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
-            raise MigrationRefusedError(
-                f"an older row has a shape the migration cannot read "
-                f"({type(error).__name__}: {error})",
-                rule="unreadable-row",
-                path=path,
-            ) from error
-        yield row
-
-
-def _refusal(
-    detail: str, rule: str, path: str | None, row: Mapping[str, Any], locate: Locate
-) -> MigrationRefusedError:
-    seq = row.get("seq")
-    return model_refusal(
-        f"the upgraded event is not valid v4: {detail}",
-        rule,
-        path,
-        seq if type(seq) is int else None,
-        row.get("type"),
-        locate,
-    )
-
-
-def model_refusal(
-    detail: str,
-    rule: str,
-    path: str | None,
-    seq: int | None,
-    event_type: object,
-    locate: Locate | None,
-) -> MigrationRefusedError:
-    """The refusal of the v4 model's check (edge :data:`MODEL_EDGE`), naming the source seq.
-
-    ``seq`` is the upgraded event's seq; ``locate`` maps it back to the source event (the
-    edges renumber). An event an edge made has no source seq: the refusal then names the
-    upgraded seq and the edge in its detail, and carries ``seq=None``.
-    """
-    kind = event_type if isinstance(event_type, str) else None
-    if seq is not None and locate is not None:
-        source, made_by = locate(seq)
-        if source is None:
-            detail = f"{detail} (upgraded seq {seq}, an event the {made_by} edge made)"
-        elif source != seq:
-            detail = f"{detail} (upgraded seq {seq}, from source seq {source})"
-        seq = source
-    return MigrationRefusedError(
-        detail, rule=rule, path=path, seq=seq, event_type=kind, edge=MODEL_EDGE
-    )
-
-
-def with_source_line(error: MigrationRefusedError, source: Path) -> MigrationRefusedError:
-    """``error`` (a refusal naming a source seq) with that event's line and type.
-
-    The seqs a model refusal names are source seqs (the migration's locator maps them
-    back); so are those of the edges that read the source rows as they are
-    (:func:`_source_seq_edges`). A later edge's seqs are of an intermediate format: such a
-    refusal is left without a line.
-    """
-    if error.seq is None or error.line is not None:
-        return error
-    if error.edge != MODEL_EDGE and error.edge not in _source_seq_edges(source):
-        return error
-    found = _source_row(source, error.seq)
-    if found is None:
-        return error
-    line, event_type = found
-    detail = error.detail
-    if error.event_type is not None and event_type != error.event_type:
-        detail = f"{detail} (upgraded type {error.event_type!r})"
-    return MigrationRefusedError(
-        detail,
-        rule=error.rule,
-        path=error.path,
-        seq=error.seq,
-        event_type=event_type,
-        edge=error.edge,
-        line=line,
-    )
-
-
-def _source_seq_edges(source: Path) -> frozenset[str]:
-    """The edges whose refusals name seqs of ``source`` itself: the one that reads its
-    rows as they are (``"2->3"`` for a format-2 log) and, for format 0, also ``"1->2"``
-    (0->1 keeps every seq and makes no event)."""
-    from .jsonl.scan import header_version
-
-    version = header_version(source)
-    if version is None:
-        return frozenset()
-    edges = {f"{version}->{version + 1}"}
-    if version == 0:
-        edges.add("1->2")
-    return frozenset(edges)
-
-
-def _source_row(source: Path, seq: int) -> tuple[int, str | None] | None:
-    """(line, type) of the source row holding ``seq``; one more scan, only on a refusal."""
-    try:
-        for row in LogScanner(source, chunk_size=_SCAN_CHUNK).rows():
-            if row.first_seq <= seq < row.first_seq + row.seq_count:
-                kind = row.value.get("type")
-                return row.line, kind if isinstance(kind, str) else None
-            if row.first_seq > seq:
-                return None
-    except (DshStoreError, OSError):
-        return None
-    return None
-
-
-def _checked(
-    header: SessionHeader, events: Iterable[SessionEvent], path: str, locate: Locate | None
-) -> int:
-    """Run every whole-log model rule over upgraded events; a failure is a refusal."""
-    try:
-        return check_stream(header, events)
-    except EventValidationError as error:
-        raise model_refusal(
-            f"the upgraded log breaks a v4 rule: {error.detail}",
-            error.rule,
-            path,
-            error.seq,
-            error.event_type,
-            locate,
-        ) from None
 
 
 # -- publishing ---------------------------------------------------------------------------
@@ -597,7 +283,7 @@ def _source_stream(
         return header, info.raw + b"\n", _copied_events(rows, str(source)), None, rows
     header, events, locate = upgrade_located(
         info.value,
-        _scanned_rows(rows),
+        map(_ROW_VALUE, rows),  # the scanner's rows, always fresh dicts
         str(source),
         child_headers,
         None,
@@ -779,6 +465,7 @@ def migrate_file(
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
     store_root: str | os.PathLike[str] | None = None,
     lenient: bool = False,
+    encoding: str | None = None,
 ) -> MigrationResult:
     """Migrate one log file to format 4.
 
@@ -803,8 +490,16 @@ def migrate_file(
     reader loads but the faithful chain refuses are migrated, every deviation listed in
     the trailing ``migration/note`` event. Without a deviation the bytes are the default's.
 
+    ``encoding`` (``raw`` or ``zstd``) converts: published beside its source, the v4 log is
+    ``session.v4.jsonl`` or ``session.v4.jsonl.zstd`` whatever the source's encoding, and
+    a v4 store log of the other encoding is re-encoded beside itself, then retired to
+    ``session.v4.jsonl[.zstd].v4.bak`` (:func:`_convert_beside`, docs/format.md §7.4).
+    ``None`` keeps the source's encoding. An ``output`` or ``in_place`` file's encoding is
+    its name's, which must then agree with ``encoding``.
+
     :raises ValueError: both ``output`` and ``in_place``, or both ``child_headers`` and
-        ``store_root``.
+        ``store_root``; an unknown ``encoding`` or one the ``output`` / ``in_place`` name
+        contradicts.
     :raises NotASessionError: the file is empty or not a session log.
     :raises UnsupportedVersionError: the version is newer than 4 (or not a version).
     :raises CorruptLogError: the source has committed corruption.
@@ -818,6 +513,7 @@ def migrate_file(
         raise ValueError("use either output or in_place, not both")
     if child_headers is not None and store_root is not None:
         raise ValueError("use either child_headers or store_root, not both")
+    _check_encoding_option(source, output, in_place, encoding)
     if in_place:
         _refuse_symlink(source)
     info = LogScanner(source).read_header()
@@ -825,6 +521,10 @@ def migrate_file(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     if child_headers is None:
         child_headers = _child_evidence(source, info, store_root)
+    if info.version == SESSION_FORMAT_VERSION and output is None and not in_place:
+        converting = _conversion(source, encoding)
+        if converting is not None:
+            return _convert_beside(*converting, info, dry_run=dry_run)
     if info.version == SESSION_FORMAT_VERSION and output is None:
         if in_place and not dry_run:
             # Perhaps replaced by a run killed before its directory fsync: make the
@@ -832,11 +532,13 @@ def migrate_file(
             files.fsync_dir(source.parent)
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
     # From here on a v4 source has an ``output``: it is copied there, by the same protocol.
+    beside = output is None and not in_place
     if dry_run:
-        return _dry_run(source, output, in_place, child_headers, lenient)
+        destination = _beside(source, encoding) if beside else output
+        return _dry_run(source, destination, in_place, child_headers, lenient)
     if in_place:
         return _migrate_in_place(source, child_headers, lenient)
-    target = Path(output) if output is not None else _beside(source)
+    target = Path(output) if output is not None else _beside(source, encoding)
     temp, count, version, _ = _migrate_to_temp(source, target, child_headers, lenient)
     status = "migrated" if _publish(temp, target) else "current"
     return MigrationResult(source, status, version, target=target, events=count)
@@ -857,15 +559,107 @@ def _child_evidence(
     return migration_children(info, jsonl_backend(root))
 
 
-def _beside(source: Path) -> Path:
+def _beside(source: Path, encoding: str | None = None) -> Path:
+    """The v4 generation published beside ``source``: in ``encoding``, else the source's."""
     if layout.generation_version(source.name) is None:
         raise NotASessionError(
             str(source),
             "a loose file (not session.jsonl / session.vN.jsonl in a session directory) has "
             "no generation to publish beside: pass --output OUT or --in-place",
         )
-    encoding = layout.encoding_of(source.name)
+    encoding = encoding or layout.encoding_of(source.name)
     return source.parent / layout.generation_name(SESSION_FORMAT_VERSION, encoding)
+
+
+def _check_encoding_option(
+    source: Path,
+    output: str | os.PathLike[str] | None,
+    in_place: bool,
+    encoding: str | None,
+) -> None:
+    """Refuse an unknown ``encoding``, or one the name of the file written contradicts."""
+    if encoding is None:
+        return
+    if encoding not in ("raw", "zstd"):
+        raise ValueError(f"an encoding is 'raw' or 'zstd', got {encoding!r}")
+    named = None if output is None else Path(output)
+    if named is None and in_place:
+        named = source
+    if named is not None and layout.encoding_of(named.name) != encoding:
+        where = "--in-place keeps the name" if output is None else "the output"
+        raise ValueError(
+            f"{where} {named} names a {layout.encoding_of(named.name)} log (a zstd log's "
+            f"name ends in {layout.ZSTD_SUFFIX}), not {encoding}: name the output for "
+            "the encoding you want"
+        )
+
+
+def _conversion(source: Path, encoding: str | None) -> tuple[Path, Path] | None:
+    """(source, target) when re-encoding the v4 store log ``source`` is asked for.
+
+    Either ``encoding`` is not the source's, or it is and the other encoding's v4 log lies
+    beside it: a conversion towards ``encoding`` that a crash interrupted before it
+    retired its source (:func:`_convert_beside` finishes it). None otherwise.
+    """
+    if encoding is None or layout.generation_version(source.name) != SESSION_FORMAT_VERSION:
+        return None
+    own = layout.encoding_of(source.name)
+    if own != encoding:
+        return source, _beside(source, encoding)
+    other = "zstd" if own == "raw" else "raw"
+    sibling = _beside(source, other)
+    return (sibling, source) if os.path.lexists(sibling) else None
+
+
+def _convert_beside(
+    source: Path, target: Path, info: HeaderInfo, *, dry_run: bool
+) -> MigrationResult:
+    """Re-encode the v4 store log ``source`` as ``target`` beside it, retiring the source.
+
+    Under the session lock (no writer appends meanwhile): the source must have no crash
+    tail (repair it first; the copy is of whole logs); its lines are written to a temp in
+    the target's encoding, fsynced, re-verified and linked to ``target`` (never
+    overwriting; an existing target is accepted only as this very copy); then the source
+    gets its backup name ``<source>.v4.bak`` (a hard link) and loses its own, and the
+    directory is fsynced. A crash before the unlink leaves the source and perhaps the
+    target and backup, all whole: readers refuse a session directory holding both
+    encodings' v4 logs and name the command that finishes, and a rerun converges.
+    """
+    session_id = info.value.get("id")
+    backup = _backup_of(source, SESSION_FORMAT_VERSION)
+    with SessionLock(source.parent, session_id if isinstance(session_id, str) else ""):
+        scanner = LogScanner(source).exhaust()
+        if scanner.torn is not None:
+            raise MigrationRefusedError(
+                f"{source} ends in a crash tail at byte {scanner.torn.offset}; converting "
+                f"copies whole logs only: run `dsh-store repair {source}`, then convert",
+                rule="convert-torn-tail",
+                path=str(source),
+            )
+        if dry_run:
+            _check_backup(source, backup)
+            result = _dry_run(source, target, False, None)
+            status = "would-migrate" if result.status == "current" else result.status
+            return MigrationResult(
+                source,
+                status,
+                SESSION_FORMAT_VERSION,
+                target=target,
+                events=result.events,
+                backup=backup,
+            )
+        temp, count, _, revision = _migrate_to_temp(source, target, None)
+        if _publish(temp, target):
+            record_published(target)  # the new log never inherits an old watermark
+        _keep_backup(source, backup)
+        failpoint("migrate.before-retire")
+        _require_unchanged(source, revision, ignore_ctime=True)
+        os.unlink(source)
+        discard_watermark(source)  # the source's name is free: no record stays under it
+        files.fsync_dir(source.parent)
+    return MigrationResult(
+        source, "migrated", SESSION_FORMAT_VERSION, target=target, events=count, backup=backup
+    )
 
 
 def _dry_run(
@@ -896,7 +690,7 @@ def _dry_run(
             events = probe.tee(events)
         try:
             with corruption_first(rows):
-                count = _checked(header, events, str(source), locate)
+                count = check_upgraded(header, events, str(source), locate)
         except MigrationRefusedError as error:
             raise with_source_line(error, source) from None
         if probe is not None:
@@ -988,7 +782,11 @@ def _same_bytes(left: Path, right: Path) -> bool:
 
 
 def migrate_store(
-    root: str | os.PathLike[str], *, dry_run: bool = False, lenient: bool = False
+    root: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    lenient: bool = False,
+    encoding: str | None = None,
 ) -> list[MigrationResult]:
     """Publish ``session.v4.jsonl`` beside every older-only session in a store root.
 
@@ -997,7 +795,8 @@ def migrate_store(
     header's id and cwd derive another directory, :mod:`dsh_store.binding`), are reported
     ``refused`` with the reason and do not stop the others. The child headers of each
     session are passed to the chain so the v4 subagent catalog is complete. ``lenient`` is
-    :func:`migrate_file`'s.
+    :func:`migrate_file`'s, and so is ``encoding`` (``raw`` / ``zstd``: every session's v4
+    log is published, or re-encoded, in it).
     """
     backend = jsonl_backend(root)
     results: list[MigrationResult] = []
@@ -1016,7 +815,13 @@ def migrate_store(
                 index = children_index(backend)  # one walk of the store, built on first need
             children = migration_children(info, backend, index)
             results.append(
-                migrate_file(log, dry_run=dry_run, child_headers=children, lenient=lenient)
+                migrate_file(
+                    log,
+                    dry_run=dry_run,
+                    child_headers=children,
+                    lenient=lenient,
+                    encoding=encoding,
+                )
             )
         except DshStoreError as error:
             version = getattr(error, "version", None)

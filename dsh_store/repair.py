@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import orjson
-
 from .backend import RepairRequest, StorageBackend
 from .errors import (
     ConcurrentModificationError,
@@ -32,18 +30,9 @@ from .errors import (
 from .inspection import Inspection
 from .jsonl import layout
 from .jsonl.backend import JsonlBackend
-from .jsonl.files import LogWriter, fsync_dir
+from .jsonl.files import fsync_dir
 from .jsonl.lock import SessionLock
-from .jsonl.repair import (
-    commit_truncation,
-    drop_intent,
-    drop_stale_intents,
-    read_intent,
-    sidecar_path,
-    write_intent,
-)
-from .jsonl.scan import LogScanner
-from .jsonl.zstd_frames import is_zstd_log
+from .jsonl.repair import sidecar_path
 from .model import SESSION_FORMAT_VERSION
 from .restore import read_log
 from .verify import TEMP_GRACE_S, LeftoverTemp, leftover_temps
@@ -67,8 +56,6 @@ def commit_repair(inspection: Inspection) -> Inspection:
     it again after a crash at any point converges to the same log; on a balanced log it
     writes nothing. The caller must hold the session lock (or own the file).
     """
-    if is_zstd_log(inspection.path):
-        return _commit_zstd_repair(inspection)
     backend = JsonlBackend(inspection.path.parent)
     return commit_repair_with(backend, inspection, lambda: read_log(inspection.path))
 
@@ -76,69 +63,17 @@ def commit_repair(inspection: Inspection) -> Inspection:
 def commit_repair_with(
     backend: StorageBackend, inspection: Inspection, reread: Callable[[], Inspection]
 ) -> Inspection:
-    """:func:`commit_repair` through ``backend``; ``reread`` reads the repaired log back."""
-    if is_zstd_log(inspection.path):  # a torn frame's records are kept: one new frame
-        return _commit_zstd_repair(inspection)
-    if not inspection.needs_repair:
-        return inspection
-    if inspection.source_version != SESSION_FORMAT_VERSION:
-        raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
-    backend.commit_repair(inspection.path, repair_request(inspection))
-    return reread()
+    """:func:`commit_repair` through ``backend``; ``reread`` reads the repaired log back.
 
-
-def _commit_zstd_repair(inspection: Inspection) -> Inspection:
-    """:func:`commit_repair` of a zstd log (docs/format.md §7.3), loss-free.
-
-    The events decoded from the torn final frame are kept: the lines to append (those
-    events, then the closers) are saved as ``<log>.repair-<offset>`` first, then the torn
-    bytes go to the sidecar, the log is cut to the frame boundary, and the lines are
-    appended as one frame. A rerun finds the saved lines and finishes with them, so a
-    crash at any point converges to the log an uninterrupted repair writes.
+    A log that needs no repair is still handed to the backend, which may finish an
+    interrupted earlier repair of its own (a no-op for a balanced log).
     """
-    log = inspection.path
-    offset = inspection.committed_size
-    drop_stale_intents(log, offset)
-    pending = read_intent(log, offset)
-    if pending is not None and inspection.torn is None:
-        next_seq = len(inspection.events)
-        if not pending or _seq_of(pending[0]) != next_seq:  # not this log's continuation
-            drop_intent(log, offset)
-            pending = None
-    if inspection.torn is None and pending is None:
-        if not inspection.needs_repair:
-            return inspection
-        if inspection.source_version != SESSION_FORMAT_VERSION:
-            raise NeedsMigrationError(str(log), inspection.source_version, "repair")
-        pending = [event.line for event in inspection.closers]
     if inspection.source_version != SESSION_FORMAT_VERSION:
-        raise NeedsMigrationError(str(log), inspection.source_version, "repair")
-    if inspection.torn is not None:
-        if pending is None:
-            scanner = LogScanner(log).exhaust()
-            if (scanner.committed_size, scanner.file_size) != (offset, inspection.file_size):
-                raise ConcurrentModificationError(str(log), "it changed while it was repaired")
-            kept = len(inspection.events) - scanner.recovered_events
-            recovered = [event.line for event in inspection.events[kept:]]
-            pending = recovered + [event.line for event in inspection.closers]
-            if pending:
-                write_intent(log, offset, pending)
-        commit_truncation(log, offset, expected_size=inspection.file_size)
-    if pending:
-        first = LogScanner(log).exhaust().event_count
-        with LogWriter.open(log, expected_size=offset, next_seq=first) as writer:
-            writer.append(pending, first, first + len(pending) - 1)
-    drop_intent(log, offset)
-    return read_log(log)
-
-
-def _seq_of(line: bytes) -> int | None:
-    try:
-        value = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    seq = value.get("seq") if isinstance(value, dict) else None
-    return seq if type(seq) is int else None
+        if inspection.needs_repair:
+            raise NeedsMigrationError(str(inspection.path), inspection.source_version, "repair")
+        return inspection
+    outcome = backend.commit_repair(inspection.path, repair_request(inspection))
+    return reread() if outcome.applied else inspection
 
 
 def repair_request(inspection: Inspection) -> RepairRequest:

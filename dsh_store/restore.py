@@ -36,11 +36,11 @@ from .model import (
     SessionHeader,
 )
 from .model.stream_check import StreamCheck
+from .upgrading import Locate, lenient_source, model_refusal, upgrade_located, with_source_line
 
 if TYPE_CHECKING:
     from .backend import StoredLogReader
     from .inspection import Inspection
-    from .migrate import Locate
     from .migrations._lenient import LenientLog
 
 __all__ = [
@@ -246,7 +246,7 @@ def open_located(
     lenient: bool = False,
 ) -> OpenedLog:
     """:func:`open_events`, plus the migration's locator of an upgraded log (upgraded
-    seq -> source seq, see :data:`dsh_store.migrate.Locate`; None for a v4 log) and the
+    seq -> source seq, see :data:`dsh_store.upgrading.Locate`; None for a v4 log) and the
     reader's pass of rows the events come from (for :func:`corruption_first`).
 
     A header ``scanner`` already read is used as read (the rows re-read its line anyway).
@@ -261,8 +261,6 @@ def open_located(
         events = current_events(rows, log)
         header = header_from_row(info.value, log)
         return OpenedLog(scanner, info.version, header, events, None, rows)
-    from .migrate import lenient_source  # kept off the verify cold start (pathlib)
-
     reading = lenient_source(scanner, lenient)
     header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
     return OpenedLog(scanner, info.version, header, events, locate, rows)
@@ -282,11 +280,13 @@ class OpenedLog(NamedTuple):
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector during a bulk load.
+    """Pause the cyclic garbage collector during a bulk load or a streamed check.
 
     A restore allocates a few acyclic objects per event; with the collector running, its
     generational passes re-traverse the growing event list again and again (10-20% of a
-    large restore). Nothing a restore builds is cyclic, so pausing frees no less memory.
+    large restore), and a streamed check of an older log pays for passes over the
+    upgrade's short-lived rows (about 8% of a ``verify``). Nothing either builds is
+    cyclic, so pausing frees no less memory.
     """
     if not gc.isenabled():
         yield
@@ -311,8 +311,6 @@ def source_located(log: str | os.PathLike[str]) -> Iterator[None]:
     except MigrationRefusedError as error:
         # Both kept off the verify cold start (migrate imports pathlib).
         from pathlib import Path
-
-        from .migrate import with_source_line
 
         raise with_source_line(error, Path(log)) from None
 
@@ -406,8 +404,6 @@ def model_error(
     (edge ``model``, the source seq); :func:`source_located` then adds its line.
     """
     if version != SESSION_FORMAT_VERSION and locate is not None:
-        from .migrate import model_refusal  # kept off the verify cold start (pathlib)
-
         return model_refusal(
             f"the upgraded log breaks a v4 rule: {error.detail}",
             error.rule,
@@ -448,8 +444,6 @@ def _upgraded(
     child_headers: tuple[Mapping[str, Any], ...] | None,
     lenient: bool | LenientLog = False,
 ) -> tuple[SessionHeader, Iterator[SessionEvent], Locate | None]:
-    from .migrate import upgrade_located  # kept off the verify cold start (pathlib)
-
     try:
         return upgrade_located(
             header_row,
@@ -502,7 +496,8 @@ def examine(
         last: list[SessionEvent] = []
         if lenient and locate is not None:
             events = _keeping_last(events, last)
-        with source_located(log), corruption_first(rows):
+        # The streamed check keeps no event and makes no cycle: no collector passes.
+        with source_located(log), corruption_first(rows), collector_paused():
             try:
                 checked = check_stream_session(header, events)
             except EventValidationError as error:

@@ -34,6 +34,7 @@ from .errors import (
     AmbiguousSessionError,
     CorruptLogError,
     DshStoreError,
+    EncodingConversionPendingError,
     EventValidationError,
     NeedsMigrationError,
     SessionExistsError,
@@ -51,7 +52,6 @@ from .jsonl.writebehind import (
     DEFAULT_MAX_PENDING_BYTES,
     DEFAULT_WINDOW_S,
 )
-from .jsonl.zstd_frames import is_zstd_log
 from .live import AsyncLiveSession, AsyncOpening, LiveSession, WriterHandle
 from .migrate import publish_upgrade
 from .model import (
@@ -131,8 +131,9 @@ class SessionStore:
 
     @property
     def _where(self) -> str:
-        """How messages name the store (the root of a JSONL store)."""
-        return self.backend.name
+        """How messages name the store (the root of a JSONL store, the backend's
+        :attr:`~dsh_store.backend.StorageBackend.display` otherwise)."""
+        return self.backend.display
 
     def _check_identity(self, inspection: Inspection, session_id: str) -> None:
         """Refuse a log whose header names another session than the one looked up."""
@@ -402,12 +403,12 @@ class SessionStore:
             )
         if not inspection.needs_repair:
             return inspection, session
-        if is_zstd_log(inspection.path):  # the frame repair keeps a torn frame's records
-            repaired = self._commit_repair(inspection)
+        outcome = self.backend.commit_repair(inspection.path, repair_request(inspection))
+        if outcome.read_back:  # e.g. a torn zstd frame's records kept in a new frame
+            repaired = self._read(inspection.path)
             return repaired, Session.from_restore(
                 repaired.header, repaired.events, resume=True, clock=self._clock
             )
-        self.backend.commit_repair(inspection.path, repair_request(inspection))
         repaired = dataclasses.replace(
             inspection,
             events=inspection.balanced,
@@ -517,16 +518,39 @@ class SessionStore:
             origin=parent.origin,
             agent_preset=parent.agent_preset,
         )
-        Session.from_restore(header, seed)  # the seed must itself be a valid log
-        path = self._new_log_path(child, header.cwd)
-        if self._find(child) is not None:
-            raise SessionExistsError(child, str(path))
-        # create=True also makes durable the levels a killed writer made.
-        with self.backend.lock(path, child, create=True):
-            self.backend.publish_first(
-                path, header.encode(), [event.line for event in seed], session_id=child
-            ).close()
+        self.import_log(header, seed)
         return child
+
+    def import_log(self, header: SessionHeader, events: Sequence[SessionEvent]) -> None:
+        """Store a whole log (header and events) as a new session, published at once.
+
+        The log must itself validate; after a crash it is absent or complete (the backend's
+        first publish).
+
+        :raises SessionExistsError: the store already holds this id (never overwritten).
+        """
+        Session.from_restore(header, events)  # the log must itself be valid
+        path = self._new_log_path(header.id, header.cwd)
+        if self._find(header.id) is not None:
+            raise SessionExistsError(header.id, str(path))
+        # create=True also makes durable the levels a killed writer made.
+        with self.backend.lock(path, header.id, create=True):
+            self.backend.publish_first(
+                path, header.encode(), [event.line for event in events], session_id=header.id
+            ).close()
+
+    def iter_records(self, session_id: str) -> Iterator[bytes]:
+        """The stored log as JSONL, record by record: the header line, then each committed
+        record (never a torn tail), each with its ``\\n``. For a log this store wrote, the
+        bytes of the raw JSONL log the same appends make, whatever the backend."""
+        log = self._require(session_id)
+        reader = self.backend.read(log)
+        info = reader.read_header()
+        if info is None:
+            return
+        yield info.raw + b"\n"
+        for row in reader.rows():
+            yield row.raw + b"\n"
 
 
 class JsonlStore(SessionStore):
@@ -581,8 +605,7 @@ class JsonlStore(SessionStore):
         under the root, or ``raw`` for a root without one. Detected once.
         """
         if self._encoding is None:
-            first = next(iter(self.session_logs()), None)
-            self._encoding = "raw" if first is None else layout.encoding_of(first.name)
+            self._encoding = layout.root_encoding(str(self.root)) or "raw"
         return self._encoding
 
     def _new_log_path(self, session_id: str, cwd: str | None) -> Path:
@@ -590,10 +613,21 @@ class JsonlStore(SessionStore):
         return layout.session_dir(self.root, session_id, cwd) / name
 
     def _check_encoding(self, log: Path) -> None:
-        """Refuse to write a log of the other encoding than the store's."""
+        """Refuse to read or write a log of the other encoding than the store's, or one
+        whose directory also holds the other encoding's (an interrupted conversion)."""
         found = layout.encoding_of(log.name)
         if found != self.encoding:
             raise StoreEncodingError(str(log), found, self.encoding)
+        twin = layout.encoding_twin(str(log))
+        if twin is not None:
+            raise EncodingConversionPendingError(str(log), twin)
+
+    def _find(self, session_id: str) -> Path | None:
+        """The stored log of ``session_id``, refused when it is not in the store's encoding."""
+        log = self.backend.find(session_id)
+        if log is not None:
+            self._check_encoding(log)
+        return log
 
     @property
     def _where(self) -> str:
@@ -604,6 +638,8 @@ class JsonlStore(SessionStore):
         _check_identity(inspection, session_id, self.root)
 
     def _misfiled(self, entry: HeaderEntry) -> bool:
+        """Also refuses (raises) a listed log of the other encoding than the store's."""
+        self._check_encoding(entry.location)
         location = entry.location
         return (
             row_binding(self.root, location.parent, entry.header.value, path=location) is not None

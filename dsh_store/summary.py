@@ -19,6 +19,7 @@ from .errors import DshStoreError, NotASessionDirectoryError
 from .jsonl import layout
 from .jsonl.rows import is_packed_row, packed_row_count
 from .jsonl.scan import LogScanner
+from .jsonl.zstd_frames import is_zstd_log
 
 __all__ = [
     "NotASessionDirectoryError",
@@ -179,10 +180,16 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     from .store import JsonlStore
 
     rows: list[dict[str, Any]] = []
+    encoding = layout.root_encoding(str(base))
     for log in JsonlStore(base).session_logs():
         row = session_row(log, root=base)
         if row["id"] is None and row["status"] in _HEADER_READ:
             continue  # a header without a string id names no session: not listable
+        # What the store refuses to read (docs/format.md §7.2, §7.4) says so first.
+        if layout.encoding_twin(str(log)) is not None:
+            row["status"] = "encoding-conversion"
+        elif layout.encoding_of(log.name) != encoding:
+            row["status"] = "other-encoding"
         rows.append(row)
     rows.sort(key=lambda row: (str(row["id"]), row["path"]))
     return rows
@@ -200,8 +207,11 @@ def session_row(log: Path, *, root: Path | None = None) -> dict[str, Any]:
     (None when that line is unreadable); for an older log the events of its in-memory
     upgrade, which reads the whole log (None when it cannot be upgraded). ``status``:
     ``current`` or ``needs-migration`` by header version; ``torn-tail`` when the file
-    does not end with a newline;
-    ``unsupported-version`` / ``not-a-session`` / ``unreadable`` when the header says so.
+    does not end with a newline (a zstd log: its frames are decoded, and the last one is
+    torn); ``unsupported-version`` / ``not-a-session`` / ``unreadable`` when the header
+    says so. :func:`list_store` also sets ``other-encoding`` for a log of another
+    encoding than its root's and ``encoding-conversion`` for a session directory holding
+    both encodings' v4 logs (both refused by the store).
 
     Every value has its documented type (docs/schemas/list.schema.json): a header ``id``
     or ``cwd`` that is not a string, or a ``createdAt`` that is not an integer, is None;
@@ -246,6 +256,8 @@ def session_row(log: Path, *, root: Path | None = None) -> dict[str, Any]:
     except OSError:
         row["status"] = "unreadable"
         return row
+    except DshStoreError:
+        events, clean_end = None, True  # committed corruption: verify reports it
     if info.version != layout.CURRENT_VERSION:
         # An upgrade can merge or split events (packed rows, retired types), so only the
         # upgrade itself counts what verify counts: the whole older log is read.
@@ -267,7 +279,14 @@ def _int_or_none(value: object) -> int | None:
 
 
 def _tail_facts(log: Path, header_size: int) -> tuple[int | None, bool]:
-    """(last seq + 1 or None, whether the file ends with a newline), from its tail."""
+    """(last seq + 1 or None, whether the file ends with a newline), from its tail.
+
+    A zstd log's tail is compressed: its frames are scanned instead (the whole log is
+    decoded, one frame at a time), and a torn final frame is its unclean end.
+    """
+    if is_zstd_log(log):
+        scanner = LogScanner(log).exhaust()
+        return scanner.event_count, scanner.torn is None
     with open(log, "rb") as handle:
         size = handle.seek(0, os.SEEK_END)
         start = max(header_size, size - _TAIL_BYTES)

@@ -41,6 +41,8 @@ from .jsonl.temps import TEMP_GRACE_S, LeftoverTemp, by_directory, leftover_temp
 from .restore import CLASSIFICATIONS, FileReport, examine
 
 __all__ = [
+    "ENCODING_CONVERSION_RULE",
+    "STORE_ENCODING_RULE",
     "TEMP_GRACE_S",
     "LeftoverTemp",
     "NoLogsError",
@@ -50,6 +52,7 @@ __all__ = [
     "clean_path",
     "collect_log_files",
     "counts_as_failure",
+    "encoding_findings",
     "examine_file",
     "iter_files",
     "iter_log_files",
@@ -460,20 +463,78 @@ def _with_temps(
 ) -> list[FileReport]:
     examine_one = partial(examine_file, lenient=True) if lenient else examine_file
     temps = leftover_temps(files)
+    encodings = encoding_findings(files)
     now = time.time()
     # The temps join each report as it arrives, so a progress hook sees the whole report.
     reports: Iterable[FileReport] = (
         report._replace(
             findings=report.findings
-            + tuple(leftover_temp_finding(temp, now=now) for temp in temps[report.path])
+            + encodings.get(report.path, ())
+            + tuple(leftover_temp_finding(temp, now=now) for temp in temps.get(report.path, ()))
         )
-        if report.path in temps
+        if report.path in temps or report.path in encodings
         else report
         for report in iter_files(examine_one, files, jobs=jobs)
     )
     if progress is not None:
         reports = progress(reports, len(files))
     return list(reports)
+
+
+STORE_ENCODING_RULE = "store-encoding"
+"""Finding rule: a store log whose encoding is not its root's (docs/format.md §7.2)."""
+
+ENCODING_CONVERSION_RULE = "encoding-conversion"
+"""Finding rule: a session directory holding its log in both encodings (§7.4)."""
+
+
+def encoding_findings(files: Iterable[str]) -> dict[str, tuple[Finding, ...]]:
+    """The store logs among ``files`` that their root's encoding refuses, by path.
+
+    A store root belongs to one encoding, that of its first session log in walk order
+    (:func:`dsh_store.jsonl.layout.root_encoding`, the one ``JsonlStore`` detects): a log
+    of the other encoding gets a ``store-encoding`` finding, and one with the other
+    encoding's generation beside it (an interrupted ``migrate --encoding``) an
+    ``encoding-conversion`` finding. A loose file gets neither. Only names are read.
+    """
+    from .binding import store_root_of
+
+    roots: dict[str, str | None] = {}
+    found: dict[str, tuple[Finding, ...]] = {}
+    for path in files:
+        location = store_root_of(path)
+        if location is None:
+            continue
+        root = location[0]
+        if root not in roots:
+            roots[root] = layout.root_encoding(root)
+        expected = roots[root]
+        own = layout.encoding_of(os.path.basename(path))
+        findings: list[Finding] = []
+        if expected is not None and own != expected:
+            findings.append(
+                Finding(
+                    STORE_ENCODING_RULE,
+                    f"a {own} log in a {expected} store root ({root}: its first log is "
+                    f"{expected}); a root belongs to one encoding: convert this log with "
+                    f"`dsh-store migrate --encoding {expected} {path}`, or the root with "
+                    f"`dsh-store migrate --encoding {own} {root}`",
+                )
+            )
+        twin = layout.encoding_twin(path)
+        if twin is not None:
+            directory = os.path.dirname(path) or "."
+            findings.append(
+                Finding(
+                    ENCODING_CONVERSION_RULE,
+                    f"the session's v4 log is here in both encodings (also {twin}): an "
+                    "encoding conversion stopped before it retired its source; finish it "
+                    f"with `dsh-store migrate --encoding raw {directory}` (or zstd)",
+                )
+            )
+        if findings:
+            found[path] = tuple(findings)
+    return found
 
 
 def verify_path(
@@ -498,9 +559,12 @@ def counts_as_failure(
     ``ok`` passes (with ``strict``, only when it has no finding at all);
     ``needs-migration`` fails only with ``require_current`` (or, with ``strict``, when it
     has a finding besides its own); ``torn-tail`` and ``open-turn`` fail unless
-    ``allow_repairable`` (``strict`` overrides it); everything else fails.
+    ``allow_repairable`` (``strict`` overrides it); everything else fails. A log its store
+    root refuses (:func:`encoding_findings`) always fails.
     """
     kind = report.classification
+    if any(finding.rule in _STORE_RULES for finding in report.findings):
+        return True  # the store refuses to read it, whatever the file holds
     if kind == "ok":
         return strict and bool(report.findings)
     if kind == "needs-migration":
@@ -508,6 +572,9 @@ def counts_as_failure(
     if kind in ("torn-tail", "open-turn"):
         return not allow_repairable or strict
     return True
+
+
+_STORE_RULES = frozenset({STORE_ENCODING_RULE, ENCODING_CONVERSION_RULE})
 
 
 def _has_extra_findings(report: FileReport, expected: set[str]) -> bool:

@@ -51,6 +51,10 @@ class MigrationContext:
     :param lenient: set for the lenient opt-in (:mod:`._lenient`): the edges then migrate
         the two kinds of format-0 logs DSH's reader loads but they refuse by default, and
         record each deviation here. ``None``: the faithful default.
+    :param owned_rows: the event rows are fresh values that nothing else holds and that
+        are used once (a scanner's decoded rows): an edge may then rewrite a payload in
+        place instead of copying it first. ``False`` (rows a caller handed in, which must
+        not change): every rewritten payload is a copy.
     """
 
     path: str | None = None
@@ -58,6 +62,7 @@ class MigrationContext:
     child_headers: tuple[Mapping[str, Any], ...] | None = None
     extras: Mapping[str, Any] = field(default_factory=dict)
     lenient: LenientLog | None = None
+    owned_rows: bool = False
 
 
 class EdgeStage(Protocol):

@@ -5,7 +5,8 @@ frames. :func:`fused_chain` builds the same stages in the same order and pushes 
 event through them with nested loops in a single generator. Starting from format 0, the
 0->1 and 1->2 stages run as one :class:`EarlyStages`, which hands an ordinary chunk row
 (most of such a log) straight to the 1->2 fold: 0->1 would pass it on unchanged, and the
-combined test admits it for both edges at once.
+combined test admits it for both edges at once; any other row 0->1 normalizes to a known
+type reaches 1->2 without its envelope and payload checks, which 0->1 has just made.
 
 The rows, their order, the moment each ``feed``/``finish`` runs and the first refusal are
 exactly those of :func:`chain`; only the per-event overhead differs.
@@ -18,8 +19,8 @@ from typing import Protocol, cast
 
 from . import CURRENT_VERSION, EDGES, EdgeStage, MigrationContext, Row
 from ._lenient import NoteStage
-from .packed import is_packed_row
 from .v0_to_v1 import V0ToV1Stage
+from .v0_vocabulary import EVENT_TYPES, PACKED_ROW_TYPES
 from .v1_to_v2 import V1ToV2Stage
 
 __all__ = ["EarlyStages", "SourceSeqs", "drive", "fused_chain", "located_chain"]
@@ -101,20 +102,30 @@ class EarlyStages:
     def feed(self, event: Row) -> list[Row]:
         """Feed one format-0 row through both stages; return the format-2 rows settled."""
         out: list[Row] = []
-        fields = self._first.take_plain_chunk(event)
-        if fields is not None:
-            # Both stages have counted the same rows, so the 1->2 stage expects this seq.
-            self._second.fold_plain_chunk(fields, out)
+        kind = event.get("type")
+        if kind == "assistant/chunk":
+            fields = self._first.take_plain_chunk(event)
+            if fields is not None:
+                # Both stages have counted the same rows, so 1->2 expects this seq.
+                self._second.fold_plain_chunk(fields, out)
+                return out
+            for row in self._first.feed(event):
+                out.extend(self._second.feed(row))
             return out
-        if is_packed_row(event):
+        if kind in PACKED_ROW_TYPES:
             # 0->1 checks the row's shape and seq and passes it on unchanged; 1->2 then
             # folds it as one run without checking the same shape again.
             self._first.feed(event)
             self._second.fold_packed_row(event, out, shape_checked=True)
             return out
-        second = self._second.feed
-        for row in self._first.feed(event):
-            out.extend(second(row))
+        row = self._first.normalize(event)
+        # A known event 0->1 normalized has passed the 1->2 envelope and payload rules
+        # already (formats 0 and 1 share them): 1->2 does not check them again.
+        kind = row["type"]
+        if kind in EVENT_TYPES and kind != "assistant/chunk" and type(row["data"]) is dict:
+            self._second.feed_normalized(row, out)
+        else:
+            out.extend(self._second.feed(row))
         return out
 
     def finish(self) -> list[Row]:

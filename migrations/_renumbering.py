@@ -60,6 +60,8 @@ class RenumberingStage:
 
     def __init__(self, header: Row, context: MigrationContext) -> None:
         self._context = context
+        # Rows nobody else holds are rewritten in place; a caller's rows are copied first.
+        self._copy_payloads = not context.owned_rows
         self._seeded = header.get("isSeeded") is True
         self._has_parent = "parentSession" in header
         self._next_source_seq = 0

@@ -172,6 +172,11 @@ class V0ToV1Stage(EarlyStage):
             return [self._pass_packed(event)]
         return [self._normalize(event)]
 
+    def normalize(self, event: Row) -> Row:
+        """What :meth:`feed` returns for a row that is neither an ``assistant/chunk`` nor a
+        packed row, for a driver that has already told the row kinds apart."""
+        return self._normalize(event)
+
     def take_plain_chunk(self, event: Row) -> PlainChunk | None:
         """Count ``event`` and return its fields when it is an ordinary chunk row.
 

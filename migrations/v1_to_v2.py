@@ -213,6 +213,18 @@ class V1ToV2Stage(EarlyStage):
             self._event(event, out)
         return out
 
+    def feed_normalized(self, event: Row, out: list[Row]) -> None:
+        """Take a row of a known type other than ``assistant/chunk`` that the 0->1 edge
+        has just normalized, appending the events it settles to ``out``.
+
+        Formats 0 and 1 share the envelope, the vocabulary and the payload key sets, and
+        0->1 checked the normalized row against exactly the rules :meth:`feed` checks
+        first (:meth:`_check_envelope`), so those passes would pass; only the seq and the
+        event's own rules remain.
+        """
+        self._admit_seq(event)
+        self._event(event, out)
+
     def finish(self) -> Iterable[Row]:
         """Settle a pending attempt and place a seed marker still owed; return the rest."""
         out: list[Row] = []

@@ -455,7 +455,8 @@ class _V2ToV3Stage(RenumberingStage):
     def _convert(self, event: Row, seq: int, event_type: str) -> Row:
         data = event["data"]
         if event_type in _COPIED_PAYLOAD_TYPES:
-            data = orjson.loads(orjson.dumps(data))
+            if self._copy_payloads:
+                data = orjson.loads(orjson.dumps(data))
             self._rewrite_payload(event_type, data, seq)
         out: Row = {}
         for key, value in event.items():

@@ -233,8 +233,9 @@ class _V3ToV4Stage(RenumberingStage):
     def _convert(self, event: Row, seq: int, event_type: str) -> Row:
         data: dict[str, Any] = event["data"]
         shifted = self._shift.inserted > 0
-        if event_type in _COPIED_PAYLOAD_TYPES or (
-            shifted and event_type in _REFERENCE_PAYLOAD_TYPES
+        if self._copy_payloads and (
+            event_type in _COPIED_PAYLOAD_TYPES
+            or (shifted and event_type in _REFERENCE_PAYLOAD_TYPES)
         ):
             data = orjson.loads(orjson.dumps(data))
         try:

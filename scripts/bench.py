@@ -2,8 +2,9 @@
 
 Usage: ``python scripts/bench.py GROUP... [--quick] [--json FILE] [--update-docs]`` with
 GROUP in model, store, migrate, cli, zstd, dsh (the peer rows against DSH's own backend),
-chart (the series of the charts), scan or all (every group but scan, which the store group
-already covers). Each group lives in
+chart (the series of the charts), scan, pg (the PostgreSQL store, against a throwaway
+server or ``$DSH_STORE_PG_URL``) or all (every group but scan, which the store group
+already covers, and pg). Each group lives in
 ``scripts/bench_<group>.py`` and exposes ``run(quick: bool)``; it records its rows with
 ``benchlib.Report`` (``ratio``, ``value``, ``skipped``, ``chart``: one call per row).
 
@@ -45,7 +46,7 @@ from benchlib import (
 
 GROUPS = ("model", "store", "migrate", "cli", "zstd", "dsh", "chart")
 """The groups of ``all``, in the order they run."""
-EXTRA_GROUPS = ("scan",)
+EXTRA_GROUPS = ("scan", "pg")
 DOCS = Path(os.environ.get("DSH_BENCH_DOCS") or REPO / "docs" / "performance.md")
 """The page ``--update-docs`` rewrites (``$DSH_BENCH_DOCS`` overrides it, for the tests)."""
 CHART = DOCS.with_suffix(".svg")

@@ -8,6 +8,8 @@
 //           session so every event is durable; "runs" times, one fresh session id per run.
 //   load    load session "id" under "root" with the backend's load() "runs" times.
 //
+// "compression" ("none" by default, or "zstd") is the backend's encoding for both.
+//
 // Prints one JSON line: {"ok": true, "seconds": [...], "events": N} (wall seconds of each
 // run, measured with process.hrtime around the work only).
 import { pathToFileURL } from 'node:url';
@@ -26,17 +28,17 @@ const { Context } = await load('@deepseek-ai/cordis');
 const { SessionStore } = await load('@deepseek-ai/dsh-session');
 const JsonlSessionPersistence = (await load('@deepseek-ai/dsh-session-persistence-jsonl')).default;
 
-async function backend(root) {
+async function backend(root, compression) {
   const ctx = new Context();
   await ctx.plugin(SessionStore);
-  await ctx.plugin(JsonlSessionPersistence, { root, compression: 'none' });
+  await ctx.plugin(JsonlSessionPersistence, { root, compression: compression ?? 'none' });
   return ctx;
 }
 
 const elapsed = (start) => Number(process.hrtime.bigint() - start) / 1e9;
 
 async function append(command) {
-  const ctx = await backend(command.root);
+  const ctx = await backend(command.root, command.compression);
   const seconds = [];
   for (let run = 0; run < command.runs; run++) {
     const id = `${command.id}-${run}`;
@@ -56,7 +58,7 @@ async function append(command) {
 }
 
 async function loadRuns(command) {
-  const ctx = await backend(command.root);
+  const ctx = await backend(command.root, command.compression);
   const seconds = [];
   let events = 0;
   for (let run = 0; run < command.runs; run++) {

@@ -68,8 +68,11 @@ def _timer(upstream: Upstream, command: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def write_conversation(upstream: Upstream, root: Path, turns: int) -> Path:
-    """Have DSH write ``turns`` scripted turns of one session; return its log file."""
+def write_conversation(
+    upstream: Upstream, root: Path, turns: int, compression: str = "none"
+) -> Path:
+    """Have DSH write ``turns`` scripted turns of one session in ``compression`` (``none``
+    or ``zstd``); return its log file."""
     script = Script(random.Random(15))
     system = " ".join(
         random.Random(16).choice(["alpha", "beta", "é", "日本"]) for _ in range(SYSTEM_WORDS)
@@ -79,25 +82,31 @@ def write_conversation(upstream: Upstream, root: Path, turns: int) -> Path:
         script.turn(SESSION, turn, system=system)
     run_driver(
         upstream,
-        {"op": "write", "root": str(root), "actions": script.actions, "clock": 1_780_000_000_000},
+        {
+            "op": "write",
+            "root": str(root),
+            "compression": compression,
+            "actions": script.actions,
+            "clock": 1_780_000_000_000,
+        },
     )
-    (log,) = root.glob(f"*/{SESSION}/session.jsonl")
+    name = "session.jsonl.zstd" if compression == "zstd" else "session.jsonl"
+    (log,) = root.glob(f"*/{SESSION}/{name}")
     return log
 
 
-def dsh_events(upstream: Upstream, root: Path) -> list[dict[str, Any]]:
+def dsh_events(upstream: Upstream, root: Path, compression: str = "none") -> list[dict[str, Any]]:
     """DSH's own view of the conversation (its ``load``), as append inputs."""
-    result = run_driver(
-        upstream, {"op": "inspect", "root": str(root), "ids": [SESSION], "mode": "load"}
-    )
+    command = {"op": "inspect", "root": str(root), "ids": [SESSION], "mode": "load"}
+    result = run_driver(upstream, {**command, "compression": compression})
     events = result["results"][SESSION]["events"]
     keep = ("type", "data", "surfaceOp", "sourceEventSeqs")
     return [{key: event[key] for key in keep if key in event} for event in events]
 
 
-def ours_append(events: Sequence[SessionEvent], root: Path) -> float:
+def ours_append(events: Sequence[SessionEvent], root: Path, encoding: str | None = None) -> float:
     """Seconds to append every v4 event through a LiveSession, then flush."""
-    store = JsonlStore(root)
+    store = JsonlStore(root, encoding=encoding)
     start = time.perf_counter()
     live = store.new(f"append-{time.monotonic_ns()}")
     for event in events:

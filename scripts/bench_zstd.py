@@ -10,11 +10,20 @@ here asserts a time. The input is the 50 MB v4 mix of ``bench/limits.py`` (10 MB
   checksummed decoding, line split), and the same time as a ratio to the raw
   :class:`LogScanner` pass over the raw file (a lower bound of what zstd adds to a restore);
 - size: bytes on disk zstd ÷ raw, per level, and for one frame per event (the worst case);
-- restore: ``read_log`` of the raw log ÷ of the zstd log (time ratio, so > 1 is faster);
+- restore: ``read_log`` of the raw log ÷ of the zstd log (time ratio, so > 1 is faster),
+  the two run alternately, medians;
 - durable append: the first 300 checkpoint batches (100 with ``--quick``) published and
-  appended with one fsync each through ``LogWriter``, raw time ÷ zstd time;
+  appended with one fsync each through ``LogWriter``, raw time ÷ zstd time (alternately);
 - with ``--compare-bindings``: the same encode/decode with ``backports.zstd`` (the
-  standard library's ``compression.zstd`` API, which ``pyzstd`` 0.20 wraps) when installed.
+  standard library's ``compression.zstd`` API, which ``pyzstd`` 0.20 wraps) when installed;
+- peer rows, against DSH rc.8's own backend in its default zstd encoding (installed as
+  ``tests/interop/upstream.py`` installs it; skipped, with the reason, without npm): DSH
+  writes ``PEER_TURNS`` scripted turns as ``session.jsonl.zstd`` (``scripts/bench_dsh.py``
+  ``write_conversation``), dsh-store migrates that file to ``session.v4.jsonl.zstd``, so both
+  sides hold the same conversation in their own format; then, alternating and taking
+  medians, DSH's ``Session.append`` of every event + ``flush`` against ``LiveSession.append``
+  of every v4 event + ``flush`` into a zstd store, and DSH's ``load`` against ``read_log``
+  of the zstd v4 file. Ratios are DSH time ÷ ours (target ≥ 1: faster than DSH).
 """
 
 from __future__ import annotations
@@ -89,6 +98,18 @@ def _best_of(runs: int, work: Callable[[], object]) -> float:
     return statistics.median(samples)
 
 
+def _alternating(
+    runs: int, first: Callable[[], object], second: Callable[[], object]
+) -> tuple[float, float]:
+    """Median seconds of ``first`` and of ``second``, run alternately ``runs`` times each
+    (so a change of the machine's load hits both sides alike)."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(runs):
+        for side, work in zip(samples, (first, second), strict=True):
+            side.append(_best_of(1, work))
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
 def decode_seconds(path: Path) -> float:
     """Seconds for :func:`decode_into` to read the whole log (complete frames only)."""
     start = time.perf_counter()
@@ -159,8 +180,78 @@ def _compare_bindings(
         )
 
 
+PEER_TURNS, QUICK_PEER_TURNS = 1500, 40
+PEER_APPEND = ("zstd live append: DSH ÷ dsh-store", "DSH zstd Session.append + flush", ">= 1.0x")
+PEER_LOAD = ("zstd open: DSH load() ÷ dsh-store read_log", "DSH zstd load()", ">= 1.0x")
+
+
+def peer_rows(report: Report, quick: bool, runs: int) -> None:
+    """The rows against DSH's own zstd backend (see the module docstring)."""
+    import bench_dsh
+
+    from dsh_store.migrate import migrate_file
+    from tests.interop.upstream import UpstreamUnavailable, install
+
+    try:
+        upstream = install()
+    except UpstreamUnavailable as error:
+        for name, baseline, target in (PEER_APPEND, PEER_LOAD):
+            report.skipped(name, baseline, target, error.reason)
+        return
+    turns = QUICK_PEER_TURNS if quick else PEER_TURNS
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as name:
+        scratch = Path(name)
+        source = bench_dsh.write_conversation(upstream, scratch / "dsh", turns, "zstd")
+        v4 = scratch / "v4" / "session.v4.jsonl.zstd"
+        v4.parent.mkdir()
+        migrate_file(source, output=v4)
+        ours_events = read_log(v4).events
+        theirs_events = bench_dsh.dsh_events(upstream, scratch / "dsh", "zstd")
+        report.value(
+            "peer: DSH zstd log (format 0) / the same conversation in v4 zstd",
+            f"{source.stat().st_size / 1e6:.1f} MB, {len(theirs_events)} events / "
+            f"{v4.stat().st_size / 1e6:.1f} MB, {len(ours_events)} events",
+        )
+        samples: dict[str, list[float]] = {key: [] for key in ("ao", "at", "lo", "lt")}
+        for run_index in range(runs):
+            samples["ao"].append(bench_dsh.ours_append(ours_events, scratch / "ours", "zstd"))
+            command = {
+                "op": "append",
+                "root": str(scratch / "dsh-append"),
+                "cwd": "/home/dev/project",
+                "compression": "zstd",
+                "id": f"a{run_index}",
+                "runs": 2,  # the first warms the node process up
+                "events": theirs_events,
+            }
+            samples["at"].append(bench_dsh._timer(upstream, command)["seconds"][-1])
+            samples["lo"].append(bench_dsh.ours_load(v4))
+            command = {
+                "op": "load",
+                "root": str(scratch / "dsh"),
+                "id": bench_dsh.SESSION,
+                "compression": "zstd",
+                "runs": 2,
+            }
+            samples["lt"].append(bench_dsh._timer(upstream, command)["seconds"][-1])
+        median = {key: statistics.median(values) for key, values in samples.items()}
+        report.value("dsh-store zstd LiveSession.append + flush", f"{median['ao']:.3f} s")
+        report.value("DSH zstd Session.append + flush", f"{median['at']:.3f} s")
+        report.ratio(
+            PEER_APPEND[0], median["at"], median["ao"], PEER_APPEND[2], baseline_name=PEER_APPEND[1]
+        )
+        report.value("dsh-store read_log of the zstd v4 file", f"{median['lo']:.3f} s")
+        report.value("DSH load() of its zstd file", f"{median['lt']:.3f} s")
+        report.ratio(
+            PEER_LOAD[0], median["lt"], median["lo"], PEER_LOAD[2], baseline_name=PEER_LOAD[1]
+        )
+
+
 def run(
-    quick: bool, levels: tuple[int, ...] = (1, DEFAULT_LEVEL, 6), compare: bool = False
+    quick: bool,
+    levels: tuple[int, ...] = (1, DEFAULT_LEVEL, 6),
+    compare: bool = False,
+    peer: bool = True,
 ) -> None:
     """Measure and print the zstd table."""
     runs = 3 if quick else 5
@@ -196,12 +287,16 @@ def run(
         report.value(
             "size zstd / raw, one frame per event", f"{one_each / len(raw):.3f}x", "worst case"
         )
-        raw_restore = _best_of(runs, lambda: read_log(raw_path))
-        zstd_restore = _best_of(runs, lambda: read_log(zstd_path))
+        raw_restore, zstd_restore = _alternating(
+            runs, lambda: read_log(raw_path), lambda: read_log(zstd_path)
+        )
         report.ratio("restore (read_log) speed zstd / raw", raw_restore, zstd_restore, ">= 0.8x")
         appended = batches[: 100 if quick else 300]
-        raw_append = _best_of(runs, lambda: append_seconds(scratch, "raw", header, appended))
-        zstd_append = _best_of(runs, lambda: append_seconds(scratch, "zstd", header, appended))
+        raw_append, zstd_append = _alternating(
+            runs,
+            lambda: append_seconds(scratch, "raw", header, appended),
+            lambda: append_seconds(scratch, "zstd", header, appended),
+        )
         report.ratio(
             f"durable append speed zstd / raw ({len(appended)} fsynced batches)",
             raw_append,
@@ -210,6 +305,8 @@ def run(
         )
         if compare:
             _compare_bindings(report, header, batches, megabytes, 2 * runs + 1)
+    if peer:
+        peer_rows(report, quick, runs)
     report.print()
 
 
@@ -237,11 +334,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="10 MB instead of 50 MB, 3 runs")
     parser.add_argument("--levels", default=f"1,{DEFAULT_LEVEL},6", help="comma-separated")
     parser.add_argument("--compare-bindings", action="store_true")
+    parser.add_argument("--no-peer", action="store_true", help="skip the rows against DSH")
     args = parser.parse_args(argv)
     levels = tuple(int(level) for level in args.levels.split(","))
     if DEFAULT_LEVEL not in levels:
         levels = (*levels, DEFAULT_LEVEL)
-    run(args.quick, levels, args.compare_bindings)
+    run(args.quick, levels, args.compare_bindings, peer=not args.no_peer)
     return 0
 
 

@@ -577,6 +577,15 @@ def cli_reference_markdown() -> str:
         assert command is not None
         context = command.make_context(name, [], parent=root, resilient_parsing=True, **widths)
         out += [f"## dsh-store {name}", "", "```", command.get_help(context), "```", ""]
+        if isinstance(command, click.Group):  # a command group: each subcommand too
+            for sub_name in command.list_commands(context):
+                sub = command.get_command(context, sub_name)
+                assert sub is not None
+                sub_context = sub.make_context(
+                    sub_name, [], parent=context, resilient_parsing=True, **widths
+                )
+                title = f"## dsh-store {name} {sub_name}"
+                out += [title, "", "```", sub.get_help(sub_context), "```", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -103,6 +103,7 @@ FACT_VALUES: dict[str, object] = {
 CLASS_FACT_VALUES: dict[str, dict[str, object]] = {
     "WriterBrokenError": {"cause": "ftruncate failed: EIO"},
     "SchemaVersionError": {"found": 2},
+    "EncodingConversionPendingError": {"twin": "/root/p/s/session.v4.jsonl.zstd"},
 }
 # Parameters whose fact a class keeps as another attribute (or in another shape).
 RENAMED_FACTS: dict[str, dict[str, str]] = {

@@ -35,6 +35,7 @@ _COMMANDS: Mapping[str, tuple[str, str]] = {
     "cat": ("cat", "cat"),
     "demo": ("demo", "demo"),
     "export": ("export", "export"),
+    "pg": ("pg", "pg"),
 }
 
 

@@ -547,12 +547,13 @@ def output_choice(as_json: bool, output_format: str, *, quiet: bool, verbose: bo
 
 
 @contextlib.contextmanager
-def stdout_spool(wanted: bool) -> Iterator[str | None]:
+def stdout_spool(wanted: bool, name: str = "stdout.jsonl") -> Iterator[str | None]:
     """A path (not yet created) in a private temp directory for ``--output -``, else None.
 
     The command publishes there as it would to any ``--output`` (complete, or not at all)
     and copies the file to stdout afterwards (:func:`copy_to_stdout`), so a failed run
-    never leaves half a log on stdout. The directory is removed afterwards.
+    never leaves half a log on stdout. The directory is removed afterwards. ``name`` is
+    the file's name (its suffix chooses the encoding a migration writes).
     """
     if not wanted:
         yield None
@@ -562,7 +563,7 @@ def stdout_spool(wanted: bool) -> Iterator[str | None]:
 
     directory = tempfile.mkdtemp(prefix="dsh-store-stdout-")
     try:
-        yield os.path.join(directory, "stdout.jsonl")
+        yield os.path.join(directory, name)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 

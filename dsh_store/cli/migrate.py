@@ -68,6 +68,12 @@ if TYPE_CHECKING:
     help="Also migrate the format-0 logs DSH's reader loads but the faithful chain refuses, "
     "recording each deviation in a migration/note event (docs/migrations.md).",
 )
+@click.option(
+    "--encoding",
+    type=click.Choice(["raw", "zstd"]),
+    help="Publish v4 logs in this encoding: store files beside themselves (a v4 log of the "
+    "other encoding is re-encoded and kept as its .v4.bak), --output named for it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
 @OUTPUT_FORMAT
 @QUIET
@@ -83,6 +89,7 @@ def migrate(
     in_place: bool,
     store_root: str | None,
     lenient: bool,
+    encoding: str | None,
     as_json: bool,
     output_format: str,
     quiet: bool,
@@ -94,7 +101,9 @@ def migrate(
     In a store tree, session.v4.jsonl is published beside each older generation (the
     source stays as the backup). A loose file needs --output OUT or --in-place; a format-4
     file given --output is copied there; --output - writes the upgraded log to stdout (the
-    result then goes to stderr). --check and --dry-run report what a real run
+    result then goes to stderr). --encoding raw|zstd publishes the v4 logs in that
+    encoding: a v4 store log of the other one is re-encoded beside itself and kept as
+    its .v4.bak, so a whole root converts. --check and --dry-run report what a real run
     would (current, would-migrate or refused), looking at the target too. Each file is
     printed as soon as it and the ones before it are done. Exit 0
     when nothing was refused; 1 when a file was refused, or with --check when anything
@@ -107,6 +116,7 @@ def migrate(
       dsh-store migrate old.jsonl --output new.jsonl
       dsh-store migrate old.jsonl --output - | dsh-store verify -
       dsh-store migrate fixtures/ --in-place --jobs 4
+      dsh-store migrate ~/.dsh/sessions --encoding zstd
     """
     from ..bulk import MigrationOptionsError, migrate_paths
     from ..verify import NoLogsError
@@ -131,7 +141,8 @@ def migrate(
             for line in _result_lines(result):
                 out.echo(line)
 
-    with stdout_spool(to_stdout) as spool:
+    spool_name = "stdout.jsonl.zstd" if encoding == "zstd" else "stdout.jsonl"
+    with stdout_spool(to_stdout, spool_name) as spool:
         try:
             results = migrate_paths(
                 paths,
@@ -142,6 +153,7 @@ def migrate(
                 progress=streaming("migrating", None if fmt == "json" else emit),
                 evidence_root=store_root,
                 lenient=lenient,
+                encoding=encoding,
             )
         except NoLogsError as error:
             fail(str(error), EXIT_USAGE)

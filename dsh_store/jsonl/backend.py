@@ -34,6 +34,8 @@ from .files import LogWriter, fsync_chain, make_dirs, materialize
 from .lock import SessionLock
 from .repair import commit_truncation, sidecar_path
 from .scan import LogScanner, revision_of
+from .zstd_frames import is_zstd_log
+from .zstd_repair import commit_zstd_repair
 
 __all__ = ["ENCODINGS", "JsonlBackend", "newest_generation", "revision_of"]
 
@@ -153,7 +155,11 @@ class JsonlBackend(StorageBackend):
         A torn tail that is a prefix of this very closer batch, with evidence that an
         earlier repair was writing it, is completed instead of cut (no sidecar of our own
         bytes). Otherwise the tail goes to ``<log>.torn-<offset>`` before the truncate.
+        A zstd log (by its name or magic) keeps its torn frame's records instead
+        (:mod:`.zstd_repair`).
         """
+        if is_zstd_log(location):
+            return commit_zstd_repair(location, request, dry_run=dry_run)
         torn_bytes = request.stored_size - request.committed_size
         completed = _interrupted_closers_written(location, request) if torn_bytes else None
         cut = torn_bytes > 0 and completed is None
@@ -252,7 +258,8 @@ def newest_generation(directory: Path) -> Path | None:
         version = layout.generation_version(entry.name)
         if version is None or not entry.is_file():
             continue
-        if best is None or version > best[0]:
+        # Both encodings of one generation (an interrupted conversion): raw, by name.
+        if best is None or (version, best[1].name) > (best[0], entry.name):
             best = (version, entry)
     return None if best is None else best[1]
 

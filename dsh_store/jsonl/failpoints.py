@@ -6,7 +6,9 @@ current process with ``SIGKILL`` — no cleanup, no buffered output, exactly wha
 power cut or an OOM kill leaves behind. ``DSH_STORE_FAILPOINT_SKIP=N`` lets the
 first ``N`` hits pass and kills on hit ``N + 1``.
 
-The names in use are listed in :data:`FAILPOINTS` and in ``docs/format.md``.
+The names in use are listed in :data:`FAILPOINTS` and in ``docs/format.md``; the
+PostgreSQL backend's (``pg.*``) in :data:`dsh_store.postgres.failpoints.PG_FAILPOINTS`
+and ``docs/postgres.md``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ FAILPOINTS: tuple[str, ...] = (
     "migrate.after-link",
     "migrate.before-replace",
 )
-"""Every failpoint name the write paths (append, repair, migration publish) pass through."""
+"""Every failpoint name the JSONL write paths (append, repair, migration publish) pass
+through; the PostgreSQL ones are :data:`dsh_store.postgres.failpoints.PG_FAILPOINTS`."""
 
 # Read once: the hot path then costs one comparison against None.
 _ARMED: str | None = os.environ.get("DSH_STORE_FAILPOINT") or None

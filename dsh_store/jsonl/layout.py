@@ -41,6 +41,7 @@ __all__ = [
     "decode_session_id",
     "encode_session_id",
     "encoding_of",
+    "encoding_twin",
     "generation_name",
     "generation_version",
     "is_durable_name",
@@ -50,6 +51,7 @@ __all__ = [
     "log_path",
     "project_dir",
     "project_key",
+    "root_encoding",
     "session_dir",
     "temp_final_name",
     "temp_owner",
@@ -242,6 +244,57 @@ def generation_name(version: int, encoding: str = "raw") -> str:
 def encoding_of(name: str) -> str:
     """``zstd`` for a log name ending in :data:`ZSTD_SUFFIX`, else ``raw``."""
     return "zstd" if name.endswith(ZSTD_SUFFIX) else "raw"
+
+
+def encoding_twin(log: str) -> str | None:
+    """The path of ``log``'s generation in the other encoding, when it lies beside it.
+
+    A session directory holds one encoding; both (``session.v4.jsonl`` and
+    ``session.v4.jsonl.zstd``) is what an interrupted ``migrate --encoding`` leaves.
+    """
+    name = os.path.basename(log)
+    version = generation_version(name)
+    if version is None:
+        return None
+    other = "raw" if encoding_of(name) == "zstd" else "zstd"
+    twin = os.path.join(os.path.dirname(log), generation_name(version, other))
+    return twin if os.path.lexists(twin) else None
+
+
+def root_encoding(root: str) -> str | None:
+    """The encoding of a store root: that of its first session log in walk order.
+
+    The walk of the JSONL backend: project and session directories sorted by name,
+    symlinked or unlistable ones skipped, each session's newest generation (raw first when
+    a generation is there in both encodings). None for a root without a log. Only names
+    are looked at; no log is read.
+    """
+    for project in _real_subdirs(root):
+        for directory in _real_subdirs(project):
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            logs = [
+                (version, name)
+                for name in names
+                if (version := generation_version(name)) is not None
+                and os.path.isfile(os.path.join(directory, name))
+            ]
+            if logs:
+                newest = max(version for version, _ in logs)
+                return encoding_of(min(name for version, name in logs if version == newest))
+    return None
+
+
+def _real_subdirs(directory: str) -> list[str]:
+    """The directories (not symlinks) in ``directory``, sorted by name; none if unlistable."""
+    try:
+        with os.scandir(directory) as entries:
+            found = [entry.name for entry in entries if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return [os.path.join(directory, name) for name in sorted(found)]
 
 
 def generation_version(name: str) -> int | None:

@@ -681,6 +681,12 @@ class LogScanner:
             break  # the generator (and its file) is closed as the loop drops it
         if first is None or not first.lines:
             raise NotASessionError(self.path, "the first zstd frame holds no complete header line")
+        if first.torn:  # published whole, so never torn by a crash; unverified without it
+            raise NotASessionError(
+                self.path,
+                "the first zstd frame (the header) is cut off before its end: no "
+                "checksum-verified header line",
+            )
         if len(first.lines[0]) > MAX_HEADER_BYTES:
             raise NotASessionError(
                 self.path, f"the first line is longer than {MAX_HEADER_BYTES} bytes: no header"
@@ -896,7 +902,7 @@ class _ZstdFrames:
     def batches(self, tail: list[bytes]) -> Iterator[tuple[list[bytes], bool]]:
         tail.append(b"")  # frames hold whole lines: there is never a fragment
         for frame in self.reader.frames():
-            if frame.frame == 0 and not frame.lines:
+            if frame.frame == 0 and (not frame.lines or frame.torn):
                 return  # a torn header frame: no header line, as in an empty raw log
             self.current = frame
             self.first_line = self.lines + 1

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import CorruptFrameError, ZstdUnavailableError
 from .zstd_frames import (
+    BLOCK_SIZE_MAX,
     MAGIC,
     FrameDefect,
     FrameScanner,
@@ -289,9 +290,17 @@ def _decode_complete(
     content size, and because it stops at the end of one frame instead of silently
     returning only the first of several.
     """
-    stream = decompressor.decompressobj()
+    # A declared size no larger than its blocks can hold (so never a huge allocation
+    # for a damaged header) is decoded in one call into a buffer of that size: the
+    # checksum is verified there too, and the span holds exactly one frame.
+    size = span.content_size
+    one_shot = size is not None and 0 < size <= len(span.blocks) * BLOCK_SIZE_MAX
+    stream = None if one_shot else decompressor.decompressobj()
     try:
-        plaintext: bytes = stream.decompress(frame)
+        if stream is None:
+            plaintext: bytes = decompressor.decompress(frame)
+            return plaintext, None if len(plaintext) == size else _size_defect(span)
+        plaintext = stream.decompress(frame)
     except zstd.ZstdError as error:
         reason = str(error).removeprefix("zstd decompressor error: ")
         rule = "zstd-checksum" if "checksum" in reason else "zstd-decode"
@@ -309,6 +318,15 @@ def _decode_complete(
             f"the frame at byte {span.offset} does not decode to one whole frame",
         )
     return plaintext, None
+
+
+def _size_defect(span: FrameSpan) -> FrameDefect:
+    return FrameDefect(
+        span.offset,
+        span.offset,
+        "zstd-decode",
+        f"the frame at byte {span.offset} does not decode to its declared content size",
+    )
 
 
 _PROBE_BYTES = 16 << 20  # a batch frame holds at most max_batch_bytes (8 MiB) of lines

@@ -58,7 +58,7 @@ from ..jsonl.layout import check_session_id, decode_session_id, encode_session_i
 from ..jsonl.rows import read_header_line, row_problem, unparsable_reason
 from ..records import HeaderInfo
 from ._driver import connect, database_errors
-from .schema import SCHEMA_VERSION, advisory_key, ensure_schema
+from .schema import SCHEMA_VERSION, SchemaInit, advisory_key, ensure_schema
 from .url import redact
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class PostgresBackend(StorageBackend):
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.display = redact(url)
+        self._display = redact(url)
         self._meta: psycopg.Connection[tuple[Any, ...]] | None = None
         self._meta_mutex = threading.Lock()
         self._schema_name: str | None = None
@@ -93,6 +93,11 @@ class PostgresBackend(StorageBackend):
         # commits on its lock's connection.
         self.held: dict[str, AdvisoryLock] = {}
         self.held_mutex = threading.Lock()
+
+    @property
+    def display(self) -> str:
+        """The store's URL with any password replaced by ``***`` (how messages name it)."""
+        return self._display
 
     # -- connections -----------------------------------------------------------------
 
@@ -157,8 +162,11 @@ class PostgresBackend(StorageBackend):
         self._schema_ready = True
         return True
 
-    def init(self) -> tuple[int, int]:
-        """Create or upgrade the schema (``dsh-store pg init``): ``(before, after)``."""
+    def init(self) -> SchemaInit:
+        """Create or upgrade the schema (``dsh-store pg init``); what it found and did.
+
+        :raises SchemaVersionError: the schema is newer than this code knows (untouched).
+        """
         with self.connect("creating the schema", autocommit=True) as connection:
             result = ensure_schema(connection, self.url)
         self._schema_ready = True
@@ -267,14 +275,21 @@ class PostgresBackend(StorageBackend):
         return AdvisoryLock(self, session_id)
 
     def ensure_writable(self) -> None:
-        """Create or upgrade the schema when needed before a write (idempotent)."""
+        """Create the schema before the first write to a database without one (idempotent).
+
+        An existing schema of another version is never changed here: an older one is
+        upgraded only by :meth:`init` (``dsh-store pg init``), the operator's step, since
+        hosts still running an older dsh-store stop working on the upgraded schema.
+
+        :raises SchemaVersionError: the schema is older or newer than this code's.
+        """
         if self._schema_ready:
             return
         found = self.schema_version()
-        if found > SCHEMA_VERSION:
-            raise SchemaVersionError(self.display, found, SCHEMA_VERSION)
-        if found < SCHEMA_VERSION:
+        if found == 0:
             self.init()
+        elif found != SCHEMA_VERSION:
+            raise SchemaVersionError(self.display, found, SCHEMA_VERSION)
         self._schema_ready = True
 
     def publish_first(
@@ -311,7 +326,7 @@ class PostgresBackend(StorageBackend):
                     ).fetchone()
                     if inserted is None:
                         raise _Exists
-                    _copy_records(connection, session_id, 0, first_batch)
+                    _write_records(connection, session_id, 0, first_batch)
                     failpoint("pg.publish.before-commit")
             except _Exists:
                 # A retry of a first commit whose answer was lost finds its own rows.
@@ -390,7 +405,7 @@ class PostgresBackend(StorageBackend):
                             "DELETE FROM dsh_events WHERE session_id = %s AND seq >= %s",
                             (session_id, events),
                         )
-                    _copy_records(connection, session_id, events, closer_lines)
+                    _write_records(connection, session_id, events, closer_lines)
                     failpoint("pg.repair.before-commit")
             except BaseException:
                 lock.check_connection()
@@ -416,19 +431,39 @@ class _Exists(Exception):
     """Internal signal: the session row already exists (rolls the transaction back)."""
 
 
-def _copy_records(
+COPY_MIN_ROWS = 32
+"""Batches of at least this many rows are written with one binary ``COPY``, smaller ones
+with one multi-row ``INSERT``: the faster of the two at each size as measured
+(``scripts/bench.py pg``, docs/postgres.md). Below the multi-row INSERT's parameter limit."""
+
+
+def _write_records(
     connection: psycopg.Connection[tuple[Any, ...]],
     session_id: str,
     first_seq: int,
     lines: Sequence[bytes],
 ) -> None:
-    """Insert ``lines`` as seqs ``first_seq...`` with one binary COPY (inside a transaction).
+    """Insert ``lines`` as seqs ``first_seq...`` (inside the caller's transaction): one
+    multi-row ``INSERT`` below :data:`COPY_MIN_ROWS` rows, one binary ``COPY`` from there.
 
-    The ``pg.append.mid-batch`` failpoint fires after half the rows were sent.
+    The ``pg.append.mid-batch`` failpoint fires with half the rows sent (COPY) or bound
+    into the statement not yet sent (INSERT).
     """
     if not lines:
         return
     half = len(lines) // 2
+    if len(lines) < COPY_MIN_ROWS:
+        params: list[Any] = []
+        for index, line in enumerate(lines):
+            if index == half:
+                failpoint("pg.append.mid-batch")
+            params += (session_id, first_seq + index, line)
+        connection.execute(
+            "INSERT INTO dsh_events (session_id, seq, record) VALUES "
+            + ", ".join(["(%s, %s, %s)"] * len(lines)),
+            params,
+        )
+        return
     with (
         connection.cursor() as cursor,
         cursor.copy("COPY dsh_events (session_id, seq, record) FROM STDIN (FORMAT BINARY)") as copy,
@@ -670,7 +705,7 @@ class PostgresAppender(Appender):
                 ).fetchone()
                 if updated is None:
                     raise self._changed(connection)
-                _copy_records(connection, self.session_id, first_seq, lines)
+                _write_records(connection, self.session_id, first_seq, lines)
                 failpoint("pg.append.before-commit")
         except DatabaseError:
             self._unsettled = True  # the commit may have happened: settle before writing

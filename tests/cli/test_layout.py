@@ -22,6 +22,7 @@ COMMAND_MODULES = {
     "cat": "cat",
     "demo": "demo",
     "export": "export",
+    "pg": "pg",
 }
 # Library modules a verify run has no use for; they load only inside their commands.
 OTHER_LIBRARY_MODULES = ("bulk", "summary", "demo", "store", "migrate", "export")

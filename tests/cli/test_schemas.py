@@ -7,7 +7,9 @@ import pytest
 from tests.cli.schema_check import errors, load_schema
 
 
-@pytest.mark.parametrize("name", ["verify", "migrate", "repair", "inspect", "list", "salvage"])
+@pytest.mark.parametrize(
+    "name", ["verify", "migrate", "repair", "inspect", "list", "salvage", "pg-init"]
+)
 def test_every_schema_uses_only_supported_keywords(name: str) -> None:
     schema = load_schema(name)
     empty_object_problems = errors([{}] if schema["type"] == "array" else {}, schema)

@@ -16,11 +16,11 @@ where the script says), so a failing file is reproduced exactly; only the SIGKIL
 depend on timing.
 
 Modules: ``test_written`` (the sessions upstream wrote, its repair, ``list``, identity
-binding), ``test_truncation`` (prefix sweeps), ``test_kills`` (real SIGKILLs of the
-upstream writer, and the driver's zstd switch), ``test_damage`` (hand-made damage to logs
-and roots, with the known departures listed in its docstring), ``test_corpus_lenient`` (the
-shared corpus's refused logs, read by upstream and by the lenient opt-in), ``test_install``
-(an install killed by SIGKILL, a damaged cache).
+binding), ``test_truncation`` and ``test_truncation_zstd`` (prefix sweeps), ``test_kills``
+(real SIGKILLs of the upstream writer, and the driver's zstd switch), ``test_damage``
+(hand-made damage to logs and roots, with the known departures listed in its docstring),
+``test_corpus_lenient`` (the shared corpus's refused logs, read by upstream and by the
+lenient opt-in), ``test_install`` (an install killed by SIGKILL, a damaged cache).
 
 The comparison, per log (upstream ``inspect`` + ``readFrom`` + ``deriveMessages`` against
 dsh-store ``read_log`` of the same bytes, which migrates the format-0 log to v4 in memory):
@@ -45,6 +45,8 @@ dsh-store ``read_log`` of the same bytes, which migrates the format-0 log to v4 
 - **list**: the (id, cwd, createdAt, delegationDepth, parentSession, seeded) facts of every
   header (format-0 ``seedLength`` present <=> v4 ``isSeeded``).
 
-zstd: the driver writes zstd logs with ``"compression": "zstd"``; the comparisons on zstd
-logs are skipped until dsh-store reads that encoding.
+zstd: the driver writes zstd logs with ``"compression": "zstd"`` (upstream's default);
+``test_written_zstd`` runs the comparisons of ``test_written`` on them and
+``test_truncation_zstd`` sweeps their prefixes (every offset of the last two frames, every
+frame boundary, a seeded sample of the rest), torn final frames included.
 """

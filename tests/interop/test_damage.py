@@ -10,7 +10,8 @@ as departures in ``DEPARTURES`` below: each case checks both sides' verdicts, so
 either side shows up. The ``list`` differences (upstream fails the whole listing on a flat
 ``<project>/<id>.jsonl`` file, an artifact of the other encoding or a header naming another
 path, and lists a header of a newer version; dsh-store leaves out what it cannot list and
-lists what it can) are documented there and not yet asserted here.
+lists what it can, but refuses an artifact of the other encoding too) are documented there
+and not yet asserted here.
 """
 
 from __future__ import annotations

@@ -277,28 +277,45 @@ def test_logs_written_by_nodes_zstd_decode_exactly(name: str) -> None:
     assert hashlib.sha256(decoded.raw).hexdigest() == _expected_sha256()[name]
 
 
-def _zstd_node() -> str | None:
-    """A node on PATH (or $DSH_STORE_NODE) whose node:zlib has zstd (Node >= 22.15)."""
-    node = os.environ.get("DSH_STORE_NODE") or shutil.which("node")
-    if node is None:
-        return None
-    probe = subprocess.run(
-        [
-            node,
-            "-e",
-            "process.exit(typeof require('node:zlib').zstdCompressSync === 'function' ? 0 : 3)",
-        ],
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    return node if probe.returncode == 0 else None
+def _zstd_node() -> tuple[str | None, str]:
+    """A node whose node:zlib has zstd (Node >= 22.15), or None and why there is none.
+
+    ``$DSH_STORE_NODE`` when set; else the Node 22 the interop installer puts in its cache
+    (``tests/interop/upstream.py``, installed now through npm if it is not there yet);
+    else a ``node`` on PATH.
+    """
+    from tests.interop.upstream import UpstreamUnavailable, install
+
+    reason = "DSH_STORE_NODE is unset"
+    candidates = [os.environ.get("DSH_STORE_NODE")]
+    if candidates[0] is None:
+        try:
+            candidates.append(str(install().node))
+        except UpstreamUnavailable as error:
+            reason = f"the interop installer has no Node 22: {error.reason}"
+        candidates.append(shutil.which("node"))
+    for node in filter(None, candidates):
+        probe = subprocess.run(
+            [
+                node,
+                "-e",
+                "process.exit(typeof require('node:zlib').zstdCompressSync === 'function' ? 0 : 3)",
+            ],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+        if probe.returncode == 0:
+            return node, ""
+        reason = f"{node} has no zstd in node:zlib (needs Node >= 22.15)"
+    return None, reason
 
 
+@pytest.mark.requires("upstream")
 def test_logs_node_writes_now_decode_and_ours_decode_in_node(tmp_path: Path) -> None:
-    node = _zstd_node()
+    node, reason = _zstd_node()
     if node is None:
-        pytest.skip("needs a node with zstd in node:zlib (Node >= 22.15; set DSH_STORE_NODE)")
+        pytest.skip(f"needs a node with zstd in node:zlib: {reason}")
     subprocess.run([node, str(DATA / "make_node_logs.js"), str(tmp_path)], check=True, timeout=120)
     expected = json.loads((tmp_path / "plaintext.sha256.json").read_text())
     for name, digest in expected.items():

@@ -113,6 +113,7 @@ def test_every_failpoint_of_migrate_is_exercised() -> None:
         "migrate.before-link",
         "migrate.after-link",
         "migrate.before-replace",
+        "migrate.before-retire",  # tests/migrations/test_encoding_conversion.py
     }
 
 

@@ -54,7 +54,7 @@ def postgres_harness(monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]) -
         )
 
     def fail_next_append(location: Path) -> None:
-        original = pg_backend._copy_records
+        original = pg_backend._write_records
         armed = [True]
 
         def failing(*args: Any) -> None:
@@ -63,7 +63,7 @@ def postgres_harness(monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]) -
                 raise DatabaseError("appending", backend.display, "injected", sqlstate="58030")
             original(*args)
 
-        monkeypatch.setattr(pg_backend, "_copy_records", failing)
+        monkeypatch.setattr(pg_backend, "_write_records", failing)
 
     def cut_tails(location: Path) -> list[bytes]:
         session_id = backend.session_id_of(location)

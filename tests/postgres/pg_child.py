@@ -9,6 +9,7 @@ Usage: ``python -m tests.postgres.pg_child URL SESSION_ID MODE [N]``. Modes:
 - ``write``: create the session and write ``N`` turns with a flush after each, print
   ``DONE <events>``;
 - ``contend``: try to open the session; print ``LOCKED`` on ``SessionLockedError``.
+- ``open``: open the stored session (its repair commits first), print ``OPENED``.
 
 Failpoints come from the environment (``DSH_STORE_FAILPOINT``, ``DSH_STORE_FAILPOINT_SKIP``).
 """
@@ -33,6 +34,10 @@ def _turn(live: object, turn: int) -> None:
 
 
 def main(url: str, session_id: str, mode: str, count: int) -> None:
+    if mode == "open":
+        PostgresStore(url).open(session_id).close()
+        print("OPENED", flush=True)
+        return
     if mode == "contend":
         try:
             PostgresStore(url).open(session_id).close()

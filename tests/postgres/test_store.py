@@ -86,6 +86,29 @@ def test_an_exported_session_is_byte_identical_to_the_jsonl_log(
     assert [header.id for header in pg.list()] == ["s1"]
 
 
+def test_import_log_and_iter_records_round_trip_between_any_two_stores(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The SessionStore methods a copy between stores uses: the same on JSONL and PostgreSQL."""
+    jsonl = JsonlStore(tmp_path / "a", clock=_clock)
+    _write(jsonl, "s1")
+    jsonl.load("s1")  # balanced: a log that is itself valid can be imported as it is
+    log = jsonl.locate("s1").read_bytes()
+    assert b"".join(jsonl.iter_records("s1")) == log
+    pg = PostgresStore(pg_url, clock=_clock)
+    source = jsonl.inspect("s1")
+    pg.import_log(source.header, source.events)
+    assert b"".join(pg.iter_records("s1")) == log
+    with pytest.raises(SessionExistsError):
+        pg.import_log(source.header, source.events)  # never overwritten
+    back = JsonlStore(tmp_path / "b")
+    again = pg.inspect("s1")
+    back.import_log(again.header, again.events)
+    assert back.locate("s1").read_bytes() == log
+    with pytest.raises(SessionExistsError):
+        back.import_log(again.header, again.events)
+
+
 def test_load_commits_the_repair_once_and_the_second_load_changes_nothing(pg_url: str) -> None:
     store = PostgresStore(pg_url, clock=_clock)
     _write(store, "s1")
@@ -156,20 +179,28 @@ def test_a_killed_writer_loses_the_lock_and_only_its_unflushed_tail(pg_url: str)
     assert types == ["turn/start", "turn/end", "session/end-seed"]  # the 5 unflushed: gone
 
 
-def test_sigkill_in_the_middle_of_a_batch_keeps_every_acknowledged_event(pg_url: str) -> None:
+@pytest.mark.parametrize("count", [20, 300], ids=["insert", "copy"])
+def test_sigkill_in_the_middle_of_a_batch_keeps_every_acknowledged_event(
+    pg_url: str, count: int
+) -> None:
+    """A batch below COPY_MIN_ROWS is one multi-row INSERT, one from there a COPY; either
+    killed half-way leaves nothing of itself."""
+    from dsh_store.postgres.backend import COPY_MIN_ROWS
+
+    assert (count < COPY_MIN_ROWS) == (count == 20)
     child = _child(
         pg_url,
         "s1",
         "batches",
-        40,
+        count,
         DSH_STORE_FAILPOINT="pg.append.mid-batch",
         DSH_STORE_FAILPOINT_SKIP="1",  # the first batch (the session's creation) passes
     )
     acked = _line(child)
-    assert acked == "ACKED 40"
+    assert acked == f"ACKED {count}"
     assert child.wait(timeout=60) == -signal.SIGKILL
     inspection = PostgresStore(pg_url).inspect("s1")
-    assert len(inspection.events) == 40  # all acknowledged, none of the half-sent batch
+    assert len(inspection.events) == count  # all acknowledged, none of the half-sent batch
     assert inspection.torn is None
     assert all("torn" not in event.line.decode() for event in inspection.events)
 

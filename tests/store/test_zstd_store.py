@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from dsh_store.errors import CorruptLogError, StoreEncodingError
+from dsh_store.errors import CorruptLogError, NotASessionError, StoreEncodingError
+from dsh_store.jsonl.backend import JsonlBackend
 from dsh_store.jsonl.repair import intent_path, sidecar_path
 from dsh_store.jsonl.scan import LogScanner
 from dsh_store.jsonl.zstd_codec import decode_log
 from dsh_store.jsonl.zstd_frames import FrameScanner
-from dsh_store.repair import commit_repair
+from dsh_store.repair import commit_repair, repair_request
 from dsh_store.restore import read_log
 from dsh_store.store import JsonlStore
 from tests.store.test_faults import Faults
@@ -120,6 +121,40 @@ def test_repair_of_a_torn_frame_keeps_its_records_in_one_new_frame(tmp_path: Pat
     assert log.read_bytes() == _expected(tmp_path)
 
 
+def test_the_jsonl_backend_owns_the_frame_repair(tmp_path: Path) -> None:
+    """The repair of a torn frame runs behind ``JsonlBackend.commit_repair``: a dry run
+    writes nothing, the real one writes the log an uninterrupted repair writes and says
+    the log must be read back (its closers are not appended as plain lines)."""
+    log, data, start = _torn(tmp_path)
+    backend = JsonlBackend(log.parent)
+    request = repair_request(read_log(log))
+    preview = backend.commit_repair(log, request, dry_run=True)
+    assert (preview.applied, preview.cut_at, preview.read_back) == (False, start, True)
+    assert log.read_bytes() == data and not sidecar_path(log, start).exists()
+    outcome = backend.commit_repair(log, request)
+    assert outcome.applied and outcome.read_back
+    assert log.read_bytes() == _expected(tmp_path)
+    assert sidecar_path(log, start).read_bytes() == data[start:]
+
+
+def test_repair_and_store_leave_framing_to_the_backend() -> None:
+    """No zstd branch above the seam: repair.py and store.py never test for the encoding."""
+    import dsh_store.repair
+    import dsh_store.store
+
+    for module in (dsh_store.repair, dsh_store.store):
+        assert "is_zstd_log" not in Path(str(module.__file__)).read_text(), module.__name__
+
+
+def test_opening_a_torn_zstd_log_resumes_from_the_repaired_frames(tmp_path: Path) -> None:
+    log, _, _ = _torn(tmp_path)
+    with JsonlStore(tmp_path).open("s") as live:
+        live.append("turn/start", {"turn": 3})
+    repaired = _expected(tmp_path)
+    assert log.read_bytes().startswith(repaired)
+    assert read_log(log).events[-1].type == "turn/start"
+
+
 CHILD = """
 import sys
 from dsh_store.repair import commit_repair
@@ -216,3 +251,18 @@ def test_a_failed_frame_write_rolls_back(
     live.flush()  # the batch stayed queued: the retry writes it as one frame
     live.close()
     assert read_log(log).events[-1].type == "turn/start"
+
+
+def test_a_cut_header_frame_is_no_session_even_with_its_line_whole(tmp_path: Path) -> None:
+    """Frame 0 is published whole: cut anywhere, also only in its checksum trailer (its
+    line decodes whole), the log has no verified header, as DSH's reader says."""
+    log = _record(tmp_path / "z", "zstd")
+    header_end = _frames(log)[0][1]
+    copy = tmp_path / "c" / "session.v4.jsonl.zstd"
+    copy.parent.mkdir()
+    for cut in range(1, header_end):
+        copy.write_bytes(log.read_bytes()[:cut])
+        with pytest.raises(NotASessionError):
+            read_log(copy)
+    copy.write_bytes(log.read_bytes()[:header_end])
+    assert read_log(copy).events == ()
