@@ -12,25 +12,40 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import DshStoreError, MigrationOptionsError
+from .binding import BINDING_RULE, check_binding
+from .children import store_location
+from .children import store_root as store_root  # re-exported: bulk.store_root
+from .errors import (
+    CorruptLogError,
+    DshStoreError,
+    MigrationOptionsError,
+    SessionLockedError,
+    StorageError,
+)
 from .jsonl import layout
-from .jsonl.rows import HeaderInfo
+from .jsonl.rows import Finding, HeaderInfo
 from .jsonl.scan import LogScanner, header_version
-from .migrate import MigrationResult
-from .verify import Progress, collect_log_files, map_files
+from .migrate import MigrationResult, classify_header, migrate_file
+from .verify import LeftoverTemp, Progress, collect_log_files, map_files
+
+if TYPE_CHECKING:
+    from .repair import RepairPlan
+    from .salvage import SalvagePlan
 
 __all__ = [
     "MigrationOptionsError",
     "MigrationRequest",
+    "RepairOutcome",
+    "SalvageOutcome",
     "command_message",
     "is_store_file",
     "migrate_paths",
-    "repair_json",
+    "one_line",
     "repair_paths",
     "salvage_path",
     "store_root",
@@ -39,41 +54,7 @@ __all__ = [
 
 def is_store_file(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a store file (see :func:`store_root`), False for a loose file."""
-    return _store_location(Path(path)) is not None
-
-
-def store_root(path: str | os.PathLike[str]) -> Path | None:
-    """The root of the store that ``path`` belongs to, or None when it is a loose file.
-
-    A store file is a generation file (``session.jsonl`` / ``session.vN.jsonl``) with a
-    readable header whose directory sits in a project directory of a root,
-    ``<root>/<project dir>/<session dir>/`` (:func:`dsh_store.binding.store_root_of`: the
-    project directory is named ``_no-cwd`` or ``--<slug>--`` as
-    :func:`~dsh_store.jsonl.layout.project_key` spells it). Anything else is loose: another
-    name, a path too shallow for the layout, an empty file. The directory is taken with
-    symlinks resolved (where ``session.v4.jsonl`` would be published); only the header line
-    is read. A store file filed under another session (its header's id and cwd derive
-    another directory) is still a store file: migrating it is refused
-    (:func:`dsh_store.binding.check_binding`), never redirected to a loose-file path.
-    """
-    location = _store_location(Path(path))
-    return None if location is None else location[0]
-
-
-def _store_location(path: Path) -> tuple[Path, HeaderInfo] | None:
-    """(store root, header) of a store file; None for a loose file (see :func:`store_root`)."""
-    from .binding import store_root_of
-
-    location = store_root_of(path)
-    if location is None:
-        return None
-    try:
-        info = LogScanner(path).read_header()
-    except (DshStoreError, OSError):
-        return None
-    if info is None:
-        return None
-    return Path(location[0]), info
+    return store_location(Path(path)) is not None
 
 
 class MigrationRequest:
@@ -183,7 +164,7 @@ def migrate_paths(
     children = _ChildEvidence()
     explicit = None if evidence_root is None else Path(evidence_root)
     for file in files:
-        location = _store_location(file)
+        location = store_location(file)
         loose = location is None
         # A dry run refuses what the real run refuses: it reports exactly that run.
         if loose and output is None and not in_place and _needs_upgrade(file):
@@ -225,15 +206,15 @@ def _converts(file: Path, encoding: str | None) -> bool:
 class _ChildEvidence:
     """Child-session headers of store files, one index per store root (headers only).
 
-    Only roots established by :func:`_store_location`, or named by the caller, are walked,
-    never a guess.
+    Only roots established by :func:`~dsh_store.children.store_location`, or named by the
+    caller, are walked, never a guess.
     """
 
     def __init__(self) -> None:
         self._indexes: dict[Path, dict[str, tuple[Mapping[str, Any], ...]]] = {}
 
     def of(self, root: Path, info: HeaderInfo | None) -> tuple[Mapping[str, Any], ...] | None:
-        from .store import JsonlStore
+        from .store import JsonlStore  # kept off `dsh-store migrate`'s start
 
         if info is None or info.version == layout.CURRENT_VERSION:
             return None  # a current log is not upgraded: no store walk for it
@@ -251,15 +232,11 @@ def _header_of(file: Path) -> HeaderInfo | None:
 
 
 def _needs_upgrade(file: Path) -> bool:
-    from .migrate import classify_header
-
     return classify_header(file) == "migration-required"
 
 
 def migrate_one(request: MigrationRequest) -> MigrationResult:
     """Migrate one file as requested; a refusal becomes a ``refused`` result."""
-    from .migrate import migrate_file
-
     source = request.source
     loose = request.loose if request.loose is not None else not is_store_file(source)
     if not loose:
@@ -279,7 +256,7 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
             encoding=request.encoding,
         )
     except (DshStoreError, OSError) as error:
-        reason = _one_line(error, source=source)
+        reason = one_line(error, source=source)
         return MigrationResult(source, "refused", header_version(source), reason=reason)
     if loose_dry_run and result.status == "would-migrate":
         result = replace(result, target=None)
@@ -288,7 +265,6 @@ def migrate_one(request: MigrationRequest) -> MigrationResult:
 
 def _misfiled(source: Path) -> str | None:
     """Why a store file may not be migrated where it lies, or None when it is bound."""
-    from .binding import BINDING_RULE, check_binding
 
     try:
         info = LogScanner(source).read_header()
@@ -298,7 +274,7 @@ def _misfiled(source: Path) -> str | None:
     return None if misfiled is None else f"{BINDING_RULE}: {misfiled.message}"
 
 
-def _one_line(error: BaseException, *, source: Path | None = None) -> str:
+def one_line(error: BaseException, *, source: Path | None = None) -> str:
     """A refusal reason on one line; an ``OSError`` says what failed on which path."""
     if isinstance(error, OSError) and not isinstance(error, DshStoreError):
         return _os_reason(error, source)
@@ -313,7 +289,6 @@ def command_message(error: BaseException) -> str:
     command, so those two are worded for them, from the error's facts. Every other error
     keeps its message.
     """
-    from .errors import SessionLockedError, StorageError
 
     if isinstance(error, SessionLockedError):
         facts = vars(error)
@@ -367,25 +342,24 @@ def repair_paths(
     *,
     dry_run: bool = False,
     jobs: int = 1,
-    progress: Progress[dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
+    progress: Progress[RepairOutcome] | None = None,
+) -> list[RepairOutcome]:
     """Repair (or with ``dry_run`` plan the repair of) every log under ``paths``.
 
-    One dict per file, the ``dsh-store repair --json`` shape: ``path``, ``status``
-    (``repaired``, ``would-repair``, ``clean`` or ``refused``), ``classification``,
-    ``truncateAt``, ``tornBytes``, ``sidecar``, ``closers``, ``deletedTemps`` (leftover
-    publish temps deleted; in a dry run, those it would delete), ``keptTemps`` (temps
-    too recent to delete) and ``reason``. Deleting stale temps alone makes a file
-    ``repaired`` (``would-repair``); a file with only recent temps is ``clean``.
+    One :class:`RepairOutcome` per file (``to_json()`` is the ``dsh-store repair --json``
+    shape): its ``status`` (``repaired``, ``would-repair``, ``clean`` or ``refused``),
+    classification, the cut, closers, ``deleted_temps`` (leftover publish temps deleted;
+    in a dry run, those it would delete), ``kept_temps`` (temps too recent to delete) and
+    ``reason``. Deleting stale temps alone makes a file ``repaired`` (``would-repair``); a
+    file with only recent temps is ``clean``.
 
-    Then one dict per orphan publish temp found on the way (a temp that belongs to no log:
-    :func:`dsh_store.verify.orphan_temps_in`), after the logs: its ``path`` is the temp,
-    ``classification`` is null, and it is listed in ``deletedTemps`` (``repaired``, or
-    ``would-repair`` in a dry run) or ``keptTemps`` (``clean``: too recent, or its session
-    is open for writing) by :func:`dsh_store.repair.delete_orphan_temps`.
+    Then one outcome per orphan publish temp found on the way (a temp that belongs to no
+    log: :func:`dsh_store.verify.orphan_temps_in`), after the logs: its ``path`` is the
+    temp, ``classification`` is None, and it is listed in ``deleted_temps`` (``repaired``,
+    or ``would-repair`` in a dry run) or ``kept_temps`` (``clean``: too recent, or its
+    session is open for writing) by :func:`dsh_store.repair.delete_orphan_temps`.
     """
-    from .repair import delete_orphan_temps
-    from .verify import LeftoverTemp
+    from .repair import delete_orphan_temps  # repair, store, salvage: off `migrate`'s start
 
     orphans: list[LeftoverTemp] = []
     files = [Path(file) for file in collect_log_files(paths, orphans=orphans)]
@@ -399,86 +373,138 @@ def repair_paths(
     )
     for temp, action in delete_orphan_temps(orphans, dry_run=dry_run):
         if action == "kept":
-            results.append(repair_json(temp, "clean", kept_temps=[temp]))
+            results.append(RepairOutcome(temp, "clean", kept_temps=(temp,)))
         else:
             status = "repaired" if action == "deleted" else "would-repair"
-            results.append(repair_json(temp, status, deleted_temps=[temp]))
+            results.append(RepairOutcome(temp, status, deleted_temps=(temp,)))
     return results
 
 
-def _repair_one(file: Path, *, dry_run: bool) -> dict[str, Any]:
+def _repair_one(file: Path, *, dry_run: bool) -> RepairOutcome:
     """Repair (or plan) one log; a refusal is a ``refused`` result, not an error."""
-    from .store import repair_file
+    from .store import repair_file  # off `dsh-store migrate`'s start
 
     misfiled = _misfiled(file)
     if misfiled is not None:  # verify calls it corrupt: never repaired where it lies
-        return repair_json(file, "refused", reason=misfiled)
+        return RepairOutcome(file, "refused", reason=misfiled)
     try:
         plan = repair_file(file, dry_run=dry_run)
     except (DshStoreError, OSError) as error:
-        return repair_json(file, "refused", reason=_one_line(error))
-    status = "clean" if not plan.needed else ("repaired" if plan.applied else "would-repair")
-    return repair_json(
-        file,
-        status,
-        classification=plan.classification,
-        truncate_at=plan.truncate_at,
-        torn_bytes=plan.torn_bytes,
-        sidecar=plan.sidecar,
-        closers=list(plan.closers),
-        deleted_temps=list(plan.stale_temps),
-        kept_temps=list(plan.fresh_temps),
-    )
+        return RepairOutcome(file, "refused", reason=one_line(error))
+    return RepairOutcome.of_plan(plan)
 
 
-def repair_json(
-    path: str | os.PathLike[str],
-    status: str,
-    *,
-    classification: str | None = None,
-    truncate_at: int | None = None,
-    torn_bytes: int = 0,
-    sidecar: str | os.PathLike[str] | None = None,
-    closers: list[str] | None = None,
-    deleted_temps: list[Path] | None = None,
-    kept_temps: list[Path] | None = None,
-    reason: str | None = None,
-) -> dict[str, Any]:
-    """One repair result in its stable JSON shape (docs/schemas/repair.schema.json)."""
-    return {
-        "path": os.fspath(path),
-        "status": status,
-        "classification": classification,
-        "truncateAt": truncate_at,
-        "tornBytes": torn_bytes,
-        "sidecar": None if sidecar is None else os.fspath(sidecar),
-        "closers": closers or [],
-        "deletedTemps": [str(temp) for temp in deleted_temps or ()],
-        "keptTemps": [str(temp) for temp in kept_temps or ()],
-        "reason": reason,
-    }
+@dataclass(frozen=True)
+class RepairOutcome:
+    """One entry of :func:`repair_paths`: what a repair did (or would do) to one file.
+
+    ``status`` is ``repaired``, ``would-repair``, ``clean`` or ``refused`` (with
+    ``reason``). An orphan publish temp has no log of its own: its ``path`` is the temp,
+    ``classification`` None, and it is listed in ``deleted_temps`` or ``kept_temps``. A
+    session of a PostgreSQL store has no file: its ``path`` is the session's name
+    (``URL#ID``, the password masked), a string. :meth:`to_json` gives the
+    ``dsh-store repair --json`` shape.
+    """
+
+    path: Path | str
+    status: str
+    classification: str | None = None
+    truncate_at: int | None = None
+    torn_bytes: int = 0
+    sidecar: Path | str | None = None
+    closers: tuple[str, ...] = ()
+    deleted_temps: tuple[Path, ...] = ()
+    kept_temps: tuple[Path, ...] = ()
+    reason: str | None = None
+
+    @classmethod
+    def of_plan(cls, plan: RepairPlan) -> RepairOutcome:
+        """The outcome :func:`dsh_store.repair.repair_file`'s ``plan`` stands for."""
+        status = "clean" if not plan.needed else ("repaired" if plan.applied else "would-repair")
+        return cls(
+            plan.path,
+            status,
+            classification=plan.classification,
+            truncate_at=plan.truncate_at,
+            torn_bytes=plan.torn_bytes,
+            sidecar=plan.sidecar,
+            closers=plan.closers,
+            deleted_temps=plan.stale_temps,
+            kept_temps=plan.fresh_temps,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON shape (docs/schemas/repair.schema.json)."""
+        return {
+            "path": str(self.path),
+            "status": self.status,
+            "classification": self.classification,
+            "truncateAt": self.truncate_at,
+            "tornBytes": self.torn_bytes,
+            "sidecar": None if self.sidecar is None else str(self.sidecar),
+            "closers": list(self.closers),
+            "deletedTemps": [str(temp) for temp in self.deleted_temps],
+            "keptTemps": [str(temp) for temp in self.kept_temps],
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class SalvageOutcome:
+    """The result of :func:`salvage_path`: a salvage's plan, or why it was refused.
+
+    ``status`` is ``salvaged``, ``would-salvage``, ``already-salvaged`` or ``refused``
+    (``plan`` None, ``reason`` and perhaps ``stop``: the defect that left nothing to
+    keep). ``output`` is the output as the caller named it. :meth:`to_json` gives the
+    ``dsh-store repair --salvage --json`` object.
+    """
+
+    path: str
+    output: str
+    status: str
+    plan: SalvagePlan | None = None
+    stop: Finding | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON shape (docs/schemas/salvage.schema.json)."""
+        from .salvage import salvage_json  # off `dsh-store migrate`'s start
+
+        plan = self.plan
+        if plan is None:
+            return salvage_json(
+                self.path, self.output, self.status, stop=self.stop, reason=self.reason
+            )
+        return salvage_json(
+            self.path,
+            self.output,
+            self.status,
+            kept_events=plan.kept_events,
+            kept_bytes=plan.kept_bytes,
+            dropped_bytes=plan.dropped_bytes,
+            stop=plan.stop,
+            closers=plan.closers,
+        )
 
 
 def salvage_path(
     path: str | os.PathLike[str], output: str | os.PathLike[str], *, dry_run: bool = False
-) -> dict[str, Any]:
-    """Salvage one log into ``output``; the ``dsh-store repair --salvage --json`` object.
+) -> SalvageOutcome:
+    """Salvage one log into ``output`` (:func:`dsh_store.salvage.salvage_file`).
 
-    Keys: ``path``, ``output``, ``status`` (``salvaged``, ``would-salvage``,
-    ``already-salvaged`` or ``refused``), ``keptEvents``, ``keptBytes``, ``droppedBytes``,
-    ``stop`` (``{rule, message, line, offset, seq}`` or null), ``closers`` and ``reason``
-    (docs/schemas/salvage.schema.json). A refusal is a result, not an error; its ``stop``
-    is the defect that left nothing to keep, when there is one.
+    A refusal is a result, not an error; its ``stop`` is the defect that left nothing to
+    keep, when there is one. ``to_json()`` of the result is the ``dsh-store repair
+    --salvage --json`` object (docs/schemas/salvage.schema.json).
     """
-    from .errors import CorruptLogError
-    from .jsonl.rows import Finding
-    from .salvage import salvage_file, salvage_json
+    from .salvage import salvage_file  # off `dsh-store migrate`'s start
 
+    source, target = os.fspath(path), os.fspath(output)
     try:
         plan = salvage_file(path, output, dry_run=dry_run)
     except (DshStoreError, OSError) as error:
         stop = getattr(error, "stop", None)
         if isinstance(error, CorruptLogError):  # an invalid header line
             stop = Finding(error.rule, error.detail, error.line, error.offset, error.seq)
-        return salvage_json(path, output, "refused", stop=stop, reason=_one_line(error))
-    return plan.to_json()
+        return SalvageOutcome(source, target, "refused", stop=stop, reason=one_line(error))
+    # Spelled as the plan spells them (its paths are pathlib.Path), as the JSON always was.
+    return SalvageOutcome(os.fspath(plan.path), os.fspath(plan.output), plan.status, plan=plan)

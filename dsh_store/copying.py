@@ -160,7 +160,7 @@ def _result(
 
 
 def _one_line(error: BaseException) -> str:
-    from .bulk import _one_line as one_line
+    from .bulk import one_line
 
     return one_line(error)
 

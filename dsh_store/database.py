@@ -37,6 +37,7 @@ from .postgres.url import redact
 from .records import Finding
 
 if TYPE_CHECKING:
+    from .bulk import RepairOutcome
     from .inspection import Inspection
     from .postgres.backend import StoredSession
     from .postgres.store import PostgresStore
@@ -143,7 +144,7 @@ def _examine(
 
     Never raises for a damaged session; a failure of the server (``DatabaseError``) does.
     """
-    from .restore import FileReport, _refusal_text
+    from .restore import FileReport, refusal_text
 
     name = session_name(url, row.session_id)
     location = _location(store, row.session_id)
@@ -171,7 +172,7 @@ def _examine(
         detail = f"committed corruption: {error.detail}; the session is left as it is"
         return report("corrupt", _header_version(row), Finding(error.rule, detail, seq=error.seq))
     except MigrationRefusedError as error:
-        finding = Finding(f"refused: {error.rule}", _refusal_text(error), seq=error.seq)
+        finding = Finding(f"refused: {error.rule}", refusal_text(error), seq=error.seq)
         return report("refused", _header_version(row), finding)
     except (EventValidationError, LosslessJsonError) as error:
         rule = getattr(error, "rule", "invalid")
@@ -330,11 +331,11 @@ def repair_store(
     url: str,
     *,
     dry_run: bool = False,
-    progress: Progress[dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
+    progress: Progress[RepairOutcome] | None = None,
+) -> list[RepairOutcome]:
     """Repair (or plan the repair of) every stored session: ``dsh-store repair URL``.
 
-    One :func:`dsh_store.bulk.repair_json` result per session, sorted by id. A session that
+    One :class:`dsh_store.bulk.RepairOutcome` per session, sorted by id. A session that
     needs a repair (rows past the committed region, a turn left open) is repaired by
     :meth:`PostgresStore.load`, in one transaction under the session's advisory lock: cut
     rows are kept in ``dsh_cut_records`` (the result's ``sidecar``), the closers appended.
@@ -343,17 +344,19 @@ def repair_store(
 
     :raises DatabaseError: the server cannot be reached or refused a read.
     """
-    from .bulk import _one_line, repair_json
+    from .bulk import RepairOutcome, one_line
 
-    def repaired(store: PostgresStore, row: StoredSession) -> dict[str, Any]:
+    def repaired(store: PostgresStore, row: StoredSession) -> RepairOutcome:
         name = session_name(url, row.session_id)
         location = _location(store, row.session_id)
         report, inspection = _examine(store, row, url)
         if inspection is None:
             reason = " ".join(report.findings[-1].message.split())
-            return repair_json(name, "refused", classification=report.classification, reason=reason)
+            return RepairOutcome(
+                name, "refused", classification=report.classification, reason=reason
+            )
         if not inspection.needs_repair:
-            return repair_json(name, "clean", classification=inspection.classification)
+            return RepairOutcome(name, "clean", classification=inspection.classification)
         status = "would-repair"
         if not dry_run:
             try:
@@ -362,21 +365,21 @@ def repair_store(
             except DshStoreError as error:
                 if isinstance(error, OSError):  # the server: not this session's verdict
                     raise
-                return repair_json(
+                return RepairOutcome(
                     name,
                     "refused",
                     classification=inspection.classification,
-                    reason=_one_line(error),
+                    reason=one_line(error),
                 )
             status = "repaired"
         torn = inspection.torn
-        return repair_json(
+        return RepairOutcome(
             name,
             status,
             classification=inspection.classification,
             torn_bytes=0 if torn is None else torn.length,
             sidecar=None if torn is None else CUT_RECORDS,
-            closers=[event.type for event in inspection.closers],
+            closers=tuple(event.type for event in inspection.closers),
         )
 
     with open_store(url) as store:

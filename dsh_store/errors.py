@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-def _where(
+def location_text(
     path: str | os.PathLike[str] | None = None,
     line: int | None = None,
     offset: int | None = None,
@@ -170,7 +170,7 @@ class EventValidationError(DshStoreError, ValueError):
         line: int | None = None,
         offset: int | None = None,
     ) -> None:
-        where = _where(path, line, offset, seq, event_type)
+        where = location_text(path, line, offset, seq, event_type)
         super().__init__(
             f"{where}: {message} [rule: {rule}]" if where else f"{message} [rule: {rule}]",
             rule=rule,
@@ -218,7 +218,7 @@ class CorruptLogError(DshStoreError):
         seq: int | None = None,
         rule: str = "corrupt",
     ) -> None:
-        where = _where(path, line, offset, seq)
+        where = location_text(path, line, offset, seq)
         super().__init__(
             f"{where}: corrupt session log: {detail}; the file was not modified — restore it "
             "from a backup or inspect it with `dsh-store inspect`",
@@ -278,7 +278,7 @@ class MigrationRefusedError(DshStoreError):
         edge: str | None = None,
         line: int | None = None,
     ) -> None:
-        where = _where(path, line, None, seq, event_type)
+        where = location_text(path, line, None, seq, event_type)
         edge_text = f" at edge {edge}" if edge else ""
         super().__init__(
             f"{where}: migration refused{edge_text}: {detail} [rule: {rule}]; the source log is "
@@ -714,7 +714,7 @@ class LoneSurrogateError(CorruptLogError):
         )
         DshStoreError.__init__(
             self,
-            f"{_where(path, line, offset, seq)}: unreadable text in a session log: {detail} "
+            f"{location_text(path, line, offset, seq)}: unreadable text in a session log: {detail} "
             f"[lone-surrogate]; the file was not modified — {remedy}",
             path=path,
             line=line,

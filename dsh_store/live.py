@@ -39,7 +39,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_note_fork)
 
 
-class _Handle:
+class WriterHandle:
     """The shared core of the sync and async live sessions: model, lock, appender."""
 
     def __init__(
@@ -135,7 +135,7 @@ class _Handle:
 class _LiveViews:
     """What the sync and async live sessions share: read-only views of the open session."""
 
-    _handle: _Handle
+    _handle: WriterHandle
     _queue: ThreadWriteBehind | AsyncWriteBehind
 
     @property
@@ -217,7 +217,7 @@ class LiveSession(_LiveViews):
     _queue: ThreadWriteBehind
     _reopen = "store.open()"
 
-    def __init__(self, handle: _Handle) -> None:
+    def __init__(self, handle: WriterHandle) -> None:
         self._handle = handle
         self._queue = ThreadWriteBehind(
             handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options
@@ -339,7 +339,7 @@ class AsyncLiveSession(_LiveViews):
     _queue: AsyncWriteBehind
     _reopen = "store.aopen()"
 
-    def __init__(self, handle: _Handle) -> None:
+    def __init__(self, handle: WriterHandle) -> None:
         self._handle = handle
         self._queue = AsyncWriteBehind(
             handle.sink, durable_seq=handle.initial_durable_seq(), **handle.options

@@ -24,13 +24,16 @@ state, never the file: events flow from the scanner through the edges to the tem
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
-import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .binding import BINDING_RULE, row_binding
+from .children import children_index, jsonl_backend, migration_children
+from .children import store_root as own_root
 from .errors import (
     ConcurrentModificationError,
     DshStoreError,
@@ -40,16 +43,15 @@ from .errors import (
     NotASessionError,
 )
 from .inspection import Inspection
-from .jsonl import layout
+from .jsonl import files, layout
 from .jsonl.failpoints import failpoint
-from .jsonl.files import _write_all, fsync_dir
+from .jsonl.files import link_durably, new_temp, replace_durably, staged, write_all
 from .jsonl.lock import SessionLock
 from .jsonl.rows import HeaderInfo
-from .jsonl.scan import LogScanner
+from .jsonl.scan import LogScanner, ScannedRow, corruption_first, revision_of
 from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
-from .restore import corruption_first, read_log, revision_of
 from .upgrading import (
     HEADER_CLASSES,
     Locate,
@@ -57,7 +59,6 @@ from .upgrading import (
     classify_header,
     lenient_source,
     model_refusal,
-    scanned_rows,
     upgrade,
     upgrade_header,
     upgrade_located,
@@ -93,6 +94,7 @@ _WRITE_CHUNK: Final = 1 << 20
 _SCAN_CHUNK: Final = 1 << 18
 _COMPARE_CHUNK: Final = 1 << 20
 _REVERIFY_PREFIX: Final = "the upgraded log failed re-verification: "
+_ROW_VALUE: Final = operator.itemgetter(3)  # ScannedRow.value
 
 
 @dataclass(frozen=True)
@@ -135,47 +137,33 @@ def _write_temp(
 
     Returns (temp path, event count). The temp is removed on any failure.
     """
-    temp = layout.temp_path(target, secrets.token_hex(6))
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, layout.FILE_MODE)
+    temp = new_temp(target)
     count = 0
     # A zstd target (by its name) gets the header frame, then one frame per written chunk.
     encoder = None
     if layout.encoding_of(target.name) == "zstd":
-        from .jsonl.zstd_codec import FrameEncoder
+        from .jsonl.zstd_codec import FrameEncoder  # only for zstd targets (extra binding)
 
         encoder = FrameEncoder()
-    try:
-        os.fchmod(fd, layout.FILE_MODE)  # the umask must not narrow (or widen) 0600
+    with staged(temp, before_fsync="migrate.before-fsync") as file:
+        fd = file.fd
         if encoder is None:
             buffer = bytearray(header_line)
         else:
-            _write_all(fd, encoder.header_frame(header_line))
+            write_all(fd, encoder.header_frame(header_line))
             buffer = bytearray()
         for event in events:
             buffer += event.line
             count += 1
             if len(buffer) >= _WRITE_CHUNK:
-                _write_buffer(fd, buffer if encoder is None else encoder.batch_frame(bytes(buffer)))
+                # bytearray written in place (no copy); write_all loops over short writes
+                write_all(fd, buffer if encoder is None else encoder.batch_frame(bytes(buffer)))
                 buffer.clear()
         if encoder is None:
-            _write_buffer(fd, buffer)
+            write_all(fd, buffer)
         elif buffer:
-            _write_all(fd, encoder.batch_frame(bytes(buffer)))
-        failpoint("migrate.before-fsync")
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    os.close(fd)
+            write_all(fd, encoder.batch_frame(bytes(buffer)))
     return temp, count
-
-
-def _write_buffer(fd: int, buffer: bytearray | bytes) -> None:
-    """Write all of ``buffer`` in place (no copy): the store's write loop, with its
-    short-write handling and no-progress guard."""
-    _write_all(fd, buffer)
 
 
 def verify_published(path: str | os.PathLike[str]) -> int:
@@ -242,9 +230,11 @@ def _migrate_to_temp(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     assert scanner.stat is not None
     revision = revision_of(scanner.stat)
-    _, header_line, events, locate = _source_stream(source, scanner, info, child_headers, lenient)
+    _, header_line, events, locate, rows = _source_stream(
+        source, scanner, info, child_headers, lenient
+    )
     try:
-        with corruption_first(source):
+        with corruption_first(rows):
             temp, count = _write_temp(target, header_line, events)
     except MigrationRefusedError as error:
         raise with_source_line(error, source) from None
@@ -279,31 +269,32 @@ def _source_stream(
     info: HeaderInfo,
     child_headers: tuple[Mapping[str, Any], ...] | None,
     lenient: bool = False,
-) -> tuple[SessionHeader, bytes, Iterator[SessionEvent], Locate | None]:
-    """The v4 header, its line and the v4 events to publish for ``source``, and their
-    locator.
+) -> tuple[SessionHeader, bytes, Iterator[SessionEvent], Locate | None, Iterator[ScannedRow]]:
+    """The v4 header, its line and the v4 events to publish for ``source``, their
+    locator, and the pass of the scanner's rows they come from.
 
     An older log is upgraded. A v4 log (published to another ``output``) is copied: its
     committed lines byte for byte, each still decoded and validated; a crash tail is not
     part of the committed log and is not copied.
     """
+    rows = scanner.rows()
     if info.version == SESSION_FORMAT_VERSION:
         header = SessionHeader.from_json(info.value)
-        return header, info.raw + b"\n", _copied_events(scanner, str(source)), None
+        return header, info.raw + b"\n", _copied_events(rows, str(source)), None, rows
     header, events, locate = upgrade_located(
         info.value,
-        scanned_rows(scanner),
+        map(_ROW_VALUE, rows),  # the scanner's rows, always fresh dicts
         str(source),
         child_headers,
         None,
         fresh_dicts=True,
         lenient=lenient_source(scanner, lenient),
     )
-    return header, header.encode(), events, locate
+    return header, header.encode(), events, locate, rows
 
 
-def _copied_events(scanner: LogScanner, path: str) -> Iterator[SessionEvent]:
-    for row in scanner.rows():
+def _copied_events(rows: Iterator[ScannedRow], path: str) -> Iterator[SessionEvent]:
+    for row in rows:
         try:
             yield SessionEvent.from_json(row.value, line=row.raw)
         except EventValidationError as error:
@@ -414,15 +405,14 @@ def _publish(temp: Path, target: Path) -> bool:
     continues cleanly (:func:`_accept_existing`). The temp name is always removed.
     """
     try:
-        failpoint("migrate.before-link")
         try:
-            os.link(temp, target)
+            link_durably(
+                temp, target, before_link="migrate.before-link", after_link="migrate.after-link"
+            )
         except FileExistsError:
             _accept_existing(target, _starts_with(target, temp))
-            fsync_dir(target.parent)
+            files.fsync_dir(target.parent)
             return False
-        failpoint("migrate.after-link")
-        fsync_dir(target.parent)
         discard_watermark(target)  # one an earlier log of this name left is not this log's
         return True
     finally:
@@ -433,11 +423,12 @@ def publish_upgrade(
     inspection: Inspection,
     *,
     child_headers: tuple[Mapping[str, Any], ...] | None = None,
-) -> Inspection:
+) -> Path:
     """Publish the v4 upgrade of a store session's older log as ``session.v4.jsonl`` beside it.
 
-    The source generation stays untouched (it is the backup). Returns the inspection of
-    the published v4 log. Used when an older session is opened for writing.
+    The source generation stays untouched (it is the backup). Returns the published v4
+    log's path (read it with :func:`dsh_store.restore.read_log`). Used when an older
+    session is opened for writing.
 
     :param child_headers: header rows of the sessions naming this one as parent, as
         :func:`migrate_file` and :func:`migrate_store` take them (completes the v4 subagent
@@ -457,12 +448,12 @@ def publish_upgrade(
         os.path.lexists(target)
         and _dry_run(source, target, False, child_headers).status == "current"
     ):
-        fsync_dir(target.parent)
+        files.fsync_dir(target.parent)
     else:
         temp, _, _, _ = _migrate_to_temp(source, target, child_headers)
         if _publish(temp, target):
             record_published(target)  # the new log never inherits an old watermark
-    return read_log(target)
+    return target
 
 
 def migrate_file(
@@ -538,7 +529,7 @@ def migrate_file(
         if in_place and not dry_run:
             # Perhaps replaced by a run killed before its directory fsync: make the
             # replacement (and the backup's name) durable before reporting it.
-            fsync_dir(source.parent)
+            files.fsync_dir(source.parent)
         return MigrationResult(source, "current", SESSION_FORMAT_VERSION, target=source)
     # From here on a v4 source has an ``output``: it is copied there, by the same protocol.
     beside = output is None and not in_place
@@ -560,15 +551,12 @@ def _child_evidence(
 
     None for a v4 source (it is not upgraded) and for a loose file with no ``store_root``.
     """
-    from .bulk import store_root as own_root
-    from .store import JsonlStore
-
     if info.version == SESSION_FORMAT_VERSION:
         return None
     root = own_root(source) if store_root is None else Path(store_root)
     if root is None:
         return None
-    return JsonlStore(root).migration_children(info)
+    return migration_children(info, jsonl_backend(root))
 
 
 def _beside(source: Path, encoding: str | None = None) -> Path:
@@ -668,7 +656,7 @@ def _convert_beside(
         _require_unchanged(source, revision, ignore_ctime=True)
         os.unlink(source)
         discard_watermark(source)  # the source's name is free: no record stays under it
-        fsync_dir(source.parent)
+        files.fsync_dir(source.parent)
     return MigrationResult(
         source, "migrated", SESSION_FORMAT_VERSION, target=target, events=count, backup=backup
     )
@@ -691,7 +679,7 @@ def _dry_run(
     scanner = LogScanner(source, chunk_size=_SCAN_CHUNK)
     info = scanner.read_header()
     assert info is not None
-    header, header_line, events, locate = _source_stream(
+    header, header_line, events, locate, rows = _source_stream(
         source, scanner, info, child_headers, lenient
     )
     with contextlib.ExitStack() as stack:
@@ -701,7 +689,7 @@ def _dry_run(
             probe.feed(header_line)
             events = probe.tee(events)
         try:
-            with corruption_first(source):
+            with corruption_first(rows):
                 count = check_upgraded(header, events, str(source), locate)
         except MigrationRefusedError as error:
             raise with_source_line(error, source) from None
@@ -725,8 +713,7 @@ def _migrate_in_place(
         _keep_backup(source, backup)
         failpoint("migrate.before-replace")
         _require_unchanged(source, revision, ignore_ctime=True)
-        os.replace(temp, source)
-        fsync_dir(source.parent)
+        replace_durably(temp, source)
     finally:
         _discard(temp)
     return MigrationResult(source, "migrated", version, target=source, events=count, backup=backup)
@@ -775,7 +762,7 @@ def _keep_backup(source: Path, backup: Path) -> None:
         if backup.is_symlink():  # the source became a symlink after it was checked
             os.unlink(backup)
             raise _symlink_refusal(source)
-    fsync_dir(source.parent)
+    files.fsync_dir(source.parent)
 
 
 def _check_backup(source: Path, backup: Path) -> None:
@@ -811,25 +798,22 @@ def migrate_store(
     :func:`migrate_file`'s, and so is ``encoding`` (``raw`` / ``zstd``: every session's v4
     log is published, or re-encoded, in it).
     """
-    from .binding import BINDING_RULE, row_binding
-    from .store import JsonlStore
-
-    store = JsonlStore(root)
+    backend = jsonl_backend(root)
     results: list[MigrationResult] = []
     index: dict[str, tuple[Mapping[str, Any], ...]] | None = None
-    for log in store.session_logs():
+    for log in backend.locations():
         try:
             info = LogScanner(log).read_header()
             if info is None:
                 continue
-            misfiled = row_binding(store.root, log.parent, info.value, path=log)
+            misfiled = row_binding(backend.root, log.parent, info.value, path=log)
             if misfiled is not None:
                 reason = f"{BINDING_RULE}: {misfiled.message}"
                 results.append(MigrationResult(log, "refused", info.version, reason=reason))
                 continue
             if index is None and info.version != SESSION_FORMAT_VERSION:
-                index = store.children_index()  # one walk of the store, built on first need
-            children = store.migration_children(info, index)
+                index = children_index(backend)  # one walk of the store, built on first need
+            children = migration_children(info, backend, index)
             results.append(
                 migrate_file(
                     log,

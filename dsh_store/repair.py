@@ -121,31 +121,6 @@ class RepairPlan:
             or self.removes_empty_log
         )
 
-    def describe(self) -> str:
-        """A few readable lines for the CLI."""
-        if not self.needed:
-            lines = [f"{self.path}: {self.classification}: nothing to repair"]
-        else:
-            verb = "repaired" if self.applied else "would repair"
-            lines = [f"{self.path}: {verb} ({self.classification})"]
-        if self.truncate_at is not None:
-            lines.append(
-                f"  cut {self.torn_bytes} torn byte(s) at offset {self.truncate_at}, saved to "
-                f"{self.sidecar}"
-            )
-        if self.closers:
-            lines.append(f"  append closers: {', '.join(self.closers)}")
-        if self.removes_empty_log:
-            removed = "removed" if self.applied else "remove"
-            lines.append(f"  {removed} the empty log (0 bytes: no header, nothing acknowledged)")
-        delete = "deleted" if self.applied else "delete"
-        lines.extend(f"  {delete} leftover temp {temp}" for temp in self.stale_temps)
-        lines.extend(
-            f"  kept recent temp {temp} (a publish may still be writing it)"
-            for temp in self.fresh_temps
-        )
-        return "\n".join(lines)
-
 
 def repair_file(
     path: str | os.PathLike[str], *, dry_run: bool = False, temp_grace_s: float = TEMP_GRACE_S

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from . import _lazy_module_getattr
+from ._lazy import lazy_module_getattr
 from .errors import (
     CorruptLogError,
     DshStoreError,
@@ -27,6 +27,7 @@ from .errors import (
 )
 from .jsonl.rows import Finding
 from .jsonl.scan import LogScanner, ScannedRow, TornTail, header_version
+from .jsonl.scan import corruption_first as corruption_first  # re-exported
 from .jsonl.scan import revision_of as revision_of  # re-exported: restore.revision_of
 from .model import (
     SESSION_FORMAT_VERSION,
@@ -175,18 +176,18 @@ def restore_stored(
     from .model import interrupted_closers
 
     log = Path(path)
-    scanner, version, header, events, locate = _open_located(
+    scanner, version, header, events, locate, rows = open_located(
         log, child_headers, reader, lenient=lenient
     )
     committed: list[SessionEvent] = []
     closing: list[SessionEvent] = []
     if resume:
         events = _then_closers(events, committed, closing)
-    with source_located(log), corruption_first(log), _collector_paused():
+    with source_located(log), corruption_first(rows), collector_paused():
         try:
             session = Session.from_restore(header, events, resume=resume, clock=clock)
         except EventValidationError as error:
-            raise _model_error(error, log, version, locate, reader) from None
+            raise model_error(error, log, version, locate, reader) from None
     if resume:
         restored, closers = tuple(committed), tuple(closing)
     else:
@@ -203,8 +204,8 @@ def restore_stored(
         torn=scanner.torn,
         committed_size=scanner.committed_size,
         file_size=scanner.file_size,
-        findings=_findings(scanner, version, balanced=not closers, event_count=len(restored)),
-        classification=_classification_of(scanner.torn, not closers, version),
+        findings=log_findings(scanner, version, balanced=not closers, event_count=len(restored)),
+        classification=classification_of(scanner.torn, not closers, version),
         revision=revision,
     )
     return inspection, session
@@ -223,7 +224,7 @@ def _then_closers(
     yield from closers
 
 
-def _open_events(
+def open_events(
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
     scanner: LogScanner | None = None,
@@ -233,19 +234,20 @@ def _open_events(
     ``scanner`` (a new one on ``log`` when None) lets a caller read the findings it
     collected even when this, or the stream, raises.
     """
-    reader, version, header, events, _ = _open_located(log, child_headers, scanner)
-    return reader, version, header, events
+    opened = open_located(log, child_headers, scanner)
+    return opened.reader, opened.version, opened.header, opened.events
 
 
-def _open_located(
+def open_located(
     log: str | os.PathLike[str],
     child_headers: tuple[Mapping[str, Any], ...] | None,
     scanner: StoredLogReader | None = None,
     *,
     lenient: bool = False,
-) -> tuple[StoredLogReader, int, SessionHeader, Iterator[SessionEvent], Locate | None]:
-    """:func:`_open_events`, plus the migration's locator of an upgraded log (upgraded
-    seq -> source seq, see :data:`dsh_store.upgrading.Locate`); None for a v4 log.
+) -> OpenedLog:
+    """:func:`open_events`, plus the migration's locator of an upgraded log (upgraded
+    seq -> source seq, see :data:`dsh_store.upgrading.Locate`; None for a v4 log) and the
+    reader's pass of rows the events come from (for :func:`corruption_first`).
 
     A header ``scanner`` already read is used as read (the rows re-read its line anyway).
     """
@@ -256,15 +258,28 @@ def _open_located(
         raise NotASessionError(os.fspath(log), "the file is empty (0 bytes)")
     rows = scanner.rows()
     if info.version == SESSION_FORMAT_VERSION:
-        events = _current_events(rows, log)
-        return scanner, info.version, _header_from_row(info.value, log), events, None
+        events = current_events(rows, log)
+        header = header_from_row(info.value, log)
+        return OpenedLog(scanner, info.version, header, events, None, rows)
     reading = lenient_source(scanner, lenient)
     header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
-    return scanner, info.version, header, events, locate
+    return OpenedLog(scanner, info.version, header, events, locate, rows)
+
+
+class OpenedLog(NamedTuple):
+    """A log opened for reading by :func:`open_located`: nothing past the header read yet."""
+
+    reader: StoredLogReader
+    version: int
+    header: SessionHeader
+    events: Iterator[SessionEvent]
+    locate: Locate | None
+    rows: Iterator[ScannedRow]
+    """The one pass of the reader's rows that ``events`` consumes."""
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector during a bulk load or a streamed check.
 
     A restore allocates a few acyclic objects per event; with the collector running, its
@@ -284,41 +299,23 @@ def _collector_paused() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def corruption_first(
-    log: str | os.PathLike[str], scanner: LogScanner | None = None
-) -> Iterator[None]:
-    """Report committed corruption before a refusal (DESIGN §6.3 precedence).
-
-    Rows flow lazily, so a migration edge may refuse an early event before the scanner
-    reaches a later committed defect; a refused log is therefore scanned to its end once
-    more, and a :class:`CorruptLogError` found there wins. That rescan uses ``scanner``
-    when given (a new one on ``log`` otherwise), so its findings cover the whole scan.
-    """
-    try:
-        yield
-    except MigrationRefusedError:
-        # raises CorruptLogError on committed corruption
-        (LogScanner(log) if scanner is None else scanner).exhaust()
-        raise
-
-
-@contextlib.contextmanager
 def source_located(log: str | os.PathLike[str]) -> Iterator[None]:
     """Give a refusal by the v4 model's check of an upgraded log its source line and type.
 
-    Such a refusal already names the source seq (see :func:`_model_error`); its line is
+    Such a refusal already names the source seq (see :func:`model_error`); its line is
     found by one more scan of ``log``, only on a refusal, as ``dsh-store migrate`` does.
     Use it outside :func:`corruption_first`, so committed corruption still wins first.
     """
     try:
         yield
     except MigrationRefusedError as error:
+        # Both kept off the verify cold start (migrate imports pathlib).
         from pathlib import Path
 
         raise with_source_line(error, Path(log)) from None
 
 
-def _findings(
+def log_findings(
     scanner: StoredLogReader, version: int, *, balanced: bool, event_count: int
 ) -> tuple[Finding, ...]:
     findings = list(scanner.findings)
@@ -349,7 +346,7 @@ def _findings(
     return tuple(findings)
 
 
-def _classification_of(torn: TornTail | None, balanced: bool, version: int) -> str:
+def classification_of(torn: TornTail | None, balanced: bool, version: int) -> str:
     if torn is not None:
         return "torn-tail"
     if not balanced:
@@ -359,7 +356,7 @@ def _classification_of(torn: TornTail | None, balanced: bool, version: int) -> s
     return "ok"
 
 
-def _header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> SessionHeader:
+def header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> SessionHeader:
     try:
         return SessionHeader.from_json(value)
     except EventValidationError as error:
@@ -368,7 +365,7 @@ def _header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> S
         ) from None
 
 
-def _current_events(
+def current_events(
     rows: Iterable[ScannedRow], log: str | os.PathLike[str]
 ) -> Iterator[SessionEvent]:
     for row in rows:
@@ -393,7 +390,7 @@ def _row_error(
     )
 
 
-def _model_error(
+def model_error(
     error: EventValidationError,
     log: str | os.PathLike[str],
     version: int,
@@ -493,18 +490,18 @@ def examine(
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events, locate = _open_located(
+        _, version, header, events, locate, rows = open_located(
             log, child_headers, scanner, lenient=lenient
         )
         last: list[SessionEvent] = []
         if lenient and locate is not None:
             events = _keeping_last(events, last)
         # The streamed check keeps no event and makes no cycle: no collector passes.
-        with source_located(log), corruption_first(log, scanner), _collector_paused():
+        with source_located(log), corruption_first(rows), collector_paused():
             try:
                 checked = check_stream_session(header, events)
             except EventValidationError as error:
-                raise _model_error(error, log, version, locate) from None
+                raise model_error(error, log, version, locate) from None
     except NotASessionError as error:
         empty = scanner.empty  # a regular file of 0 bytes (a FIFO's st_size is 0 too)
         return FileReport(
@@ -548,7 +545,7 @@ def examine(
         )
     except MigrationRefusedError as error:
         would = None if lenient else _lenient_would_migrate(log, error, child_headers)
-        text = _refusal_text(error)
+        text = refusal_text(error)
         if would is not None:
             text += (
                 "; `--lenient` would migrate it, recording each deviation in a migration/note event"
@@ -583,10 +580,10 @@ def examine(
             (Finding("unreadable", f"{log}: cannot read: {error.strerror or error}"),),
         )
     balanced = checked.is_balanced
-    findings = _findings(scanner, version, balanced=balanced, event_count=checked.seq)
+    findings = log_findings(scanner, version, balanced=balanced, event_count=checked.seq)
     return FileReport(
         log,
-        _classification_of(scanner.torn, balanced, version),
+        classification_of(scanner.torn, balanced, version),
         version,
         checked.seq,
         findings + _lenient_findings(last),
@@ -646,7 +643,8 @@ def _lenient_reads(log: str, child_headers: tuple[Mapping[str, Any], ...] | None
     return report.classification in ("ok", "torn-tail", "open-turn", "needs-migration")
 
 
-def _refusal_text(error: MigrationRefusedError) -> str:
+def refusal_text(error: MigrationRefusedError) -> str:
+    """How a report words the migration chain's refusal of a log."""
     where = f" at edge {error.edge}" if error.edge else ""
     kind = f" ({error.event_type})" if error.event_type else ""
     return f"the migration chain refuses this log{where}{kind}: {error.detail}"
@@ -667,4 +665,4 @@ def _int_or_none(value: object) -> int | None:
 
 # ``restore.Inspection`` stays importable; it lives in its own module so that
 # ``dsh-store verify`` does not pay for building a dataclass at start-up.
-__getattr__ = _lazy_module_getattr(__name__, {"Inspection": "dsh_store.inspection"}, globals())
+__getattr__ = lazy_module_getattr(__name__, {"Inspection": "dsh_store.inspection"}, globals())

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from .errors import (
     CorruptLogError,
@@ -25,18 +25,17 @@ from .errors import (
     SalvageRefusedError,
     SessionExistsError,
     ZstdWriteUnsupportedError,
-    _where,
+    location_text,
 )
 from .jsonl.files import materialize
 from .jsonl.rows import Finding
 from .jsonl.scan import LogScanner, ScannedRow
 from .model import SESSION_FORMAT_VERSION, Session, SessionEvent, SessionHeader, interrupted_closers
-from .restore import _collector_paused, _current_events, _header_from_row, finding_json
+from .restore import collector_paused, current_events, finding_json, header_from_row
 
 __all__ = [
     "SalvagePlan",
     "SalvageRefusedError",
-    "describe_salvage",
     "salvage_file",
     "salvage_json",
 ]
@@ -85,10 +84,6 @@ class SalvagePlan:
             closers=self.closers,
         )
 
-    def describe(self) -> str:
-        """A few readable lines for the CLI."""
-        return describe_salvage(self.to_json())
-
 
 def salvage_json(
     path: str | os.PathLike[str],
@@ -114,48 +109,6 @@ def salvage_json(
         "closers": list(closers),
         "reason": reason,
     }
-
-
-def _plain(text: str, **_styles: Any) -> str:
-    return text
-
-
-_VERBS: Final = {
-    "salvaged": "salvaged to",
-    "already-salvaged": "already salvaged to",
-    "would-salvage": "would salvage to",
-}
-
-
-def describe_salvage(result: Mapping[str, Any], style: Callable[..., str] = _plain) -> str:
-    """Readable lines for one :func:`salvage_json` result; ``style`` colours the verdict."""
-    if result["status"] == "refused":
-        return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
-    verb = style(_VERBS[result["status"]], fg="green")
-    kept = result["keptEvents"]
-    lines = [
-        f"{result['path']}: {verb} {result['output']}",
-        f"  kept {kept} event(s), seqs 0..{kept - 1}: bytes 0..{result['keptBytes']} of the "
-        "log, copied unchanged",
-    ]
-    stop = result["stop"]
-    if stop is None:
-        lines.append("  the log is valid to its end: nothing dropped")
-    else:
-        where = _where(None, stop["line"], stop["offset"], stop["seq"]) or "the end of the log"
-        # Scanner messages already end in their rule; name it once.
-        rule = "" if f"[{stop['rule']}]" in stop["message"] else f" [{stop['rule']}]"
-        lines.append(f"  stopped at {where}: {stop['message']}{rule}")
-    if result["droppedBytes"]:
-        start = f"line {stop['line']}, " if stop is not None and stop["line"] else ""
-        lines.append(
-            f"  dropped {result['droppedBytes']} byte(s): from {start}offset "
-            f"{result['keptBytes']} to the end"
-        )
-    if result["closers"]:
-        lines.append(f"  closers appended: {', '.join(result['closers'])}")
-    lines.append(f"  the original {result['path']} is left untouched")
-    return "\n".join(lines)
 
 
 class _Prefix:
@@ -213,7 +166,7 @@ def salvage_file(
     """
     log = Path(path)
     target = Path(output)
-    scanner = LogScanner(log)
+    scanner = LogScanner(log, report=True)  # committed corruption ends the prefix
     info = scanner.read_header()
     if info is None:
         raise NotASessionError(str(log), "the file is empty (0 bytes)")
@@ -227,7 +180,7 @@ def salvage_file(
             "log (a corrupt one is refused by the migration as well)",
             rule="needs-migration",
         )
-    header = _header_from_row(info.value, log)
+    header = header_from_row(info.value, log)
     _check_target(log, target)
     prefix = _scan(scanner, log, header)
     kept = prefix.events
@@ -303,22 +256,22 @@ def _holds(target: Path, content: bytes) -> bool:
 def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
     """Feed the log's events through the restore path one by one; keep those admitted.
 
-    The scanner yields every row before a defect, then raises for committed corruption
-    (or ends with a crash tail); an event row that is not a valid event raises when it is
-    decoded; the model rejects the first event that breaks a rule. Whichever comes first
-    ends the prefix. The seeded-marker rule, checked once all events are in, is applied
-    to the prefix afterwards (:func:`_enforce_end_rules`).
+    The scanner (made with ``report=True``) yields every row before a defect and ends
+    there, recording committed corruption (or a crash tail); an event row that is not a
+    valid event raises when it is decoded; the model rejects the first event that breaks
+    a rule. Whichever comes first ends the prefix. The seeded-marker rule, checked once
+    all events are in, is applied to the prefix afterwards (:func:`_enforce_end_rules`).
     """
     prefix = _Prefix()
     # A generator in fact: closed below so the scanner's descriptor goes at once.
     rows = cast(Generator[ScannedRow, None, None], scanner.rows())
-    events = prefix.admitted(_current_events(prefix.track(rows), log))
+    events = prefix.admitted(current_events(prefix.track(rows), log))
     whole = False
     try:
-        with _collector_paused():
+        with collector_paused():
             Session.from_restore(header, events)
         whole = True
-    except CorruptLogError as error:
+    except CorruptLogError as error:  # an event row that does not decode
         prefix.stop = Finding(error.rule, error.detail, error.line, error.offset, error.seq)
         prefix.end = error.offset
     except EventValidationError as error:
@@ -330,6 +283,12 @@ def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
         # Otherwise every event passed and only the end rule failed: handled below.
     finally:
         rows.close()
+    corruption = scanner.corruption
+    if prefix.stop is None and corruption is not None:
+        prefix.stop = Finding(
+            corruption.rule, corruption.detail, corruption.line, corruption.offset, corruption.seq
+        )
+        prefix.end = corruption.offset
     torn = scanner.torn
     if prefix.stop is None and torn is not None:
         prefix.stop = Finding(
@@ -342,7 +301,7 @@ def _scan(scanner: LogScanner, log: Path, header: SessionHeader) -> _Prefix:
         if stop is None:
             detail = "the log holds no event"
         else:
-            where = _where(None, stop.line, stop.offset, stop.seq)
+            where = location_text(None, stop.line, stop.offset, stop.seq)
             rule = "" if f"[{stop.rule}]" in stop.message else f" [{stop.rule}]"
             detail = f"the first event is already bad: {where}: {stop.message}{rule}"
         raise SalvageRefusedError(
@@ -361,7 +320,7 @@ def _enforce_end_rules(log: Path, header: SessionHeader, prefix: _Prefix) -> Non
     """
     while prefix.events:
         try:
-            with _collector_paused():
+            with collector_paused():
                 Session.from_restore(header, prefix.events)
             return
         except EventValidationError as error:

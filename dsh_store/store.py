@@ -29,6 +29,7 @@ from typing import Any
 
 from .backend import HeaderEntry, StorageBackend
 from .binding import BINDING_RULE, binding_in, row_binding
+from .children import children_index, migration_children
 from .errors import (
     AmbiguousSessionError,
     CorruptLogError,
@@ -51,7 +52,8 @@ from .jsonl.writebehind import (
     DEFAULT_MAX_PENDING_BYTES,
     DEFAULT_WINDOW_S,
 )
-from .live import AsyncLiveSession, AsyncOpening, LiveSession, _Handle
+from .live import AsyncLiveSession, AsyncOpening, LiveSession, WriterHandle
+from .migrate import publish_upgrade
 from .model import (
     SESSION_FORMAT_VERSION,
     Session,
@@ -60,7 +62,7 @@ from .model import (
     build_fork_seed,
 )
 from .repair import RepairPlan, commit_repair, commit_repair_with, repair_file, repair_request
-from .restore import restore_stored
+from .restore import read_log, restore_stored
 from .salvage import SalvagePlan, SalvageRefusedError, salvage_file
 
 __all__ = [
@@ -307,7 +309,7 @@ class SessionStore:
         origin: str | None,
         delegation_depth: int,
         agent_preset: str | None,
-    ) -> _Handle:
+    ) -> WriterHandle:
         """The handle of a new session; nothing touches disk until its first write."""
         existing = self._find(session_id)
         if existing is not None:
@@ -326,7 +328,7 @@ class SessionStore:
         )
         path = self._new_log_path(session_id, cwd)
         session = Session.create(session_id, header=header, clock=self._clock)
-        return _Handle(self._writer_options, session, path, backend=self.backend)
+        return WriterHandle(self._writer_options, session, path, backend=self.backend)
 
     def open(self, session_id: str) -> LiveSession:
         """Open a stored session for writing: lock, restore, repair, then resume.
@@ -352,7 +354,7 @@ class SessionStore:
 
         return AsyncOpening(start)
 
-    def _open_handle(self, session_id: str) -> _Handle:
+    def _open_handle(self, session_id: str) -> WriterHandle:
         log = self._require(session_id)
         self._check_encoding(log)
         with storage_errors(
@@ -360,7 +362,7 @@ class SessionStore:
         ):
             return self._open_handle_at(log, session_id)
 
-    def _open_handle_at(self, log: Path, session_id: str) -> _Handle:
+    def _open_handle_at(self, log: Path, session_id: str) -> WriterHandle:
         lock = self.backend.lock(log, session_id)
         lock.acquire()
         try:
@@ -373,7 +375,7 @@ class SessionStore:
         except BaseException:
             lock.release()
             raise
-        return _Handle(
+        return WriterHandle(
             self._writer_options,
             session,
             inspection.path,
@@ -650,13 +652,13 @@ class JsonlStore(SessionStore):
         return restore_stored(reader, log, child_headers=children, resume=resume, clock=self._clock)
 
     def _upgrade_for_write(self, inspection: Inspection, log: Path) -> Inspection:
-        from .migrate import publish_upgrade
-
         # The same child-session evidence inspect() upgraded with, so the published
         # log is the one inspect showed.
-        published = publish_upgrade(
-            inspection,
-            child_headers=self.migration_children(self.backend.read(log).read_header()),
+        published = read_log(
+            publish_upgrade(
+                inspection,
+                child_headers=self.migration_children(self.backend.read(log).read_header()),
+            )
         )
         # Migration invents no event: a turn the crash left open is open in the upgrade
         # too, and is closed now, as for a v4 log, before the writer resumes.
@@ -701,33 +703,13 @@ class JsonlStore(SessionStore):
         info: HeaderInfo | None,
         index: Mapping[str, tuple[Mapping[str, Any], ...]] | None = None,
     ) -> tuple[Mapping[str, Any], ...] | None:
-        """The child evidence the migration chain needs for a log whose header is ``info``.
-
-        None for a current (v4) log or no header; otherwise the child headers of its id
-        (empty when the header has no string id). Pass a :meth:`children_index` built
-        once to avoid one store walk per session when migrating many.
-        """
-        if info is None or info.version == SESSION_FORMAT_VERSION:
-            return None
-        session_id = info.value.get("id")
-        if not isinstance(session_id, str):
-            return ()
-        if index is not None:
-            return index.get(session_id, ())
-        return self.child_headers(session_id)
+        """The child evidence the migration chain needs for a log whose header is ``info``
+        (:func:`dsh_store.children.migration_children` over this store's backend)."""
+        return migration_children(info, self.backend, index)
 
     def children_index(self) -> dict[str, tuple[Mapping[str, Any], ...]]:
         """Parent id -> header rows of its child sessions, for the whole root (one pass)."""
-        index: dict[str, list[Mapping[str, Any]]] = {}
-        for log in self.session_logs():
-            try:
-                info = self.backend.read(log).read_header()
-            except (DshStoreError, OSError):
-                continue
-            parent = None if info is None else info.value.get("parentSession")
-            if isinstance(parent, str) and info is not None:
-                index.setdefault(parent, []).append(info.value)
-        return {parent: tuple(children) for parent, children in index.items()}
+        return children_index(self.backend)
 
 
 def _header_only(value: dict[str, Any], log: Path) -> SessionHeader | None:

@@ -353,9 +353,9 @@ def iter_v4_lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, int, byte
         return
     from itertools import islice
 
-    from .restore import _open_events
+    from .restore import open_events
 
-    _, _, _, events = _open_events(path, None)
+    _, _, _, events = open_events(path, None)
     for event in islice(events, count):  # not what a writer appended since the check
         yield event.type, event.seq, event.line
 
@@ -382,17 +382,17 @@ def stream_v4_lines(
     """
     from .errors import EventValidationError, NotASessionError
     from .restore import (
-        _model_error,
-        _open_located,
         check_stream_session,
         corruption_first,
+        model_error,
+        open_located,
         source_located,
     )
 
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:
-        _, version, header, events, locate = _open_located(log, None, scanner)
+        _, version, header, events, locate, rows = open_located(log, None, scanner)
     except NotASessionError:
         if scanner.empty:
             return None
@@ -405,9 +405,9 @@ def stream_v4_lines(
             emit(event.type, event.seq, event.line)
 
     # An older log's refusal names its source line, as verify and migrate do.
-    with source_located(log), corruption_first(log, scanner):
+    with source_located(log), corruption_first(rows):
         try:
             checked = check_stream_session(header, admitted())
         except EventValidationError as error:
-            raise _model_error(error, log, version, locate) from None
+            raise model_error(error, log, version, locate) from None
     return checked.seq

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
 from .._output import JSON_SCHEMA_VERSION, printable
+from ..errors import location_text
 from ._common import (
     EXIT_FINDINGS,
     EXIT_OK,
@@ -37,6 +39,9 @@ from ._common import (
     style,
     url_runs,
 )
+
+if TYPE_CHECKING:
+    from ..bulk import RepairOutcome
 
 
 @click.command()
@@ -106,12 +111,12 @@ def repair(
     out = Output()
     shown = 0
 
-    def emit(result: dict[str, Any]) -> None:
+    def emit(result: RepairOutcome) -> None:
         nonlocal shown
         shown += 1
         _show(result, fmt, quiet, out)
 
-    results: list[dict[str, Any]] = []
+    results: list[RepairOutcome] = []
     for is_url, run in url_runs(paths):
         hook = streaming("repairing", None if fmt == "json" else emit)
         shown = 0
@@ -128,12 +133,13 @@ def repair(
             for result in run_results[shown:]:  # the orphan temps, found after the logs
                 _show(result, fmt, quiet, out)
         results.extend(run_results)
-    refused = any(result["status"] == "refused" for result in results)
+    refused = any(result.status == "refused" for result in results)
     set_verdict(EXIT_FINDINGS if refused else EXIT_OK)
+    documents = [result.to_json() for result in results]
     if fmt == "json":
-        echo_json(envelope("files", results, count_by(results, "status")))
+        echo_json(envelope("files", documents, count_by(documents, "status")))
     else:
-        summary = count_by(results, "status")
+        summary = count_by(documents, "status")
         if fmt == "jsonl":
             echo_json_line({"schema": JSON_SCHEMA_VERSION, "summary": summary}, out)
         elif quiet:  # the default lists every file: its output stays as scripts know it
@@ -141,15 +147,15 @@ def repair(
     sys.exit(EXIT_FINDINGS if refused else EXIT_OK)
 
 
-def _show(result: dict[str, Any], fmt: str, quiet: bool, out: Output) -> None:
-    if result["status"] == "refused":
+def _show(result: RepairOutcome, fmt: str, quiet: bool, out: Output) -> None:
+    if result.status == "refused":
         set_verdict(EXIT_FINDINGS)
     elif quiet:
         return
     if fmt == "jsonl":
-        echo_json_line({"schema": JSON_SCHEMA_VERSION, "file": result}, out)
+        echo_json_line({"schema": JSON_SCHEMA_VERSION, "file": result.to_json()}, out)
     else:
-        out.echo(_repair_text(result))
+        out.echo(repair_text(result))
 
 
 def _repair_summary(summary: dict[str, int]) -> str:
@@ -160,7 +166,6 @@ def _salvage(
     paths: tuple[str, ...], output: str | None, *, salvage: bool, dry_run: bool, fmt: str
 ) -> None:
     from ..bulk import salvage_path
-    from ..salvage import describe_salvage
 
     if not salvage:
         raise click.UsageError("--output is only for --salvage")
@@ -179,10 +184,11 @@ def _salvage(
         )
     to_stdout = output == STDOUT
     with stdout_spool(to_stdout) as spool:
-        result = salvage_path(paths[0], spool or output, dry_run=dry_run)
+        outcome = salvage_path(paths[0], spool or output, dry_run=dry_run)
+        result = outcome.to_json()
         if spool is not None:
             result = {**result, "output": STDOUT}
-            if result["status"] == "salvaged" and os.path.exists(spool):
+            if outcome.status == "salvaged" and os.path.exists(spool):
                 copy_to_stdout(spool)
     document = envelope("files", [result], count_by([result], "status"))
     if fmt == "json":
@@ -195,7 +201,7 @@ def _salvage(
         echo_json_line({"schema": JSON_SCHEMA_VERSION, "file": result}, out)
         echo_json_line({"schema": JSON_SCHEMA_VERSION, "summary": document["summary"]}, out)
     else:
-        click.echo(describe_salvage(_escaped(result), style), err=to_stdout)
+        click.echo(salvage_text(_escaped(result), style), err=to_stdout)
     sys.exit(EXIT_FINDINGS if result["status"] == "refused" else EXIT_OK)
 
 
@@ -219,8 +225,54 @@ def _escaped(result: dict[str, Any]) -> dict[str, Any]:
     return safe
 
 
-def _repair_text(result: dict[str, Any]) -> str:
-    result = _escaped(result)
+def _plain(text: str, **_styles: Any) -> str:
+    return text
+
+
+_VERBS: Final = {
+    "salvaged": "salvaged to",
+    "already-salvaged": "already salvaged to",
+    "would-salvage": "would salvage to",
+}
+
+
+def salvage_text(result: Mapping[str, Any], style: Callable[..., str] = _plain) -> str:
+    """Readable lines for one salvage result (its ``to_json()`` shape); ``style`` colours
+    the verdict."""
+    if result["status"] == "refused":
+        return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
+    verb = style(_VERBS[result["status"]], fg="green")
+    kept = result["keptEvents"]
+    lines = [
+        f"{result['path']}: {verb} {result['output']}",
+        f"  kept {kept} event(s), seqs 0..{kept - 1}: bytes 0..{result['keptBytes']} of the "
+        "log, copied unchanged",
+    ]
+    stop = result["stop"]
+    if stop is None:
+        lines.append("  the log is valid to its end: nothing dropped")
+    else:
+        where = (
+            location_text(None, stop["line"], stop["offset"], stop["seq"]) or "the end of the log"
+        )
+        # Scanner messages already end in their rule; name it once.
+        rule = "" if f"[{stop['rule']}]" in stop["message"] else f" [{stop['rule']}]"
+        lines.append(f"  stopped at {where}: {stop['message']}{rule}")
+    if result["droppedBytes"]:
+        start = f"line {stop['line']}, " if stop is not None and stop["line"] else ""
+        lines.append(
+            f"  dropped {result['droppedBytes']} byte(s): from {start}offset "
+            f"{result['keptBytes']} to the end"
+        )
+    if result["closers"]:
+        lines.append(f"  closers appended: {', '.join(result['closers'])}")
+    lines.append(f"  the original {result['path']} is left untouched")
+    return "\n".join(lines)
+
+
+def repair_text(outcome: RepairOutcome) -> str:
+    """Readable lines for one :func:`dsh_store.bulk.repair_paths` outcome."""
+    result = _escaped(outcome.to_json())
     status = result["status"]
     if status == "refused":
         return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"

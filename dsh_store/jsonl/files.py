@@ -5,6 +5,9 @@ parses them. The protocol is described in ``docs/format.md``:
 
 * :func:`materialize` publishes header + first batch atomically: exclusive temp
   file, write, fsync, ``os.link`` (never overwrites), directory fsync.
+* :func:`staged`, :func:`link_durably` and :func:`replace_durably` are the steps every
+  durable publish is made of (new logs here, migrated logs, repair sidecars): temp
+  file + fsync, then link (never overwriting) or replace, then directory fsync.
 * :class:`LogWriter` appends one batch with one ``write`` loop and one ``fsync``,
   after checking that the file is still exactly what this handle last wrote; on
   any failure it truncates back to the pre-batch size.
@@ -45,11 +48,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LogWriter",
+    "StagedFile",
     "fsync_chain",
     "fsync_dir",
+    "link_durably",
     "make_dirs",
     "materialize",
+    "new_temp",
+    "replace_durably",
+    "staged",
     "storage_errors",
+    "write_all",
 ]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -133,7 +142,7 @@ def make_dirs(
     return created
 
 
-def _write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None = None) -> None:
+def write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None = None) -> None:
     """Write every byte of ``data`` to ``fd``, looping over short writes."""
     view = memoryview(data)
     if torn_failpoint is not None and armed(torn_failpoint) and len(view) > 1:
@@ -146,6 +155,102 @@ def _write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None =
         if written <= 0:
             raise OSError(errno.EIO, "write() made no progress", None)
         view = view[written:]
+
+
+def new_temp(final: str | os.PathLike[str]) -> Path:
+    """A fresh temp name beside ``final``: ``<name>.<random>.tmp`` (ignored by readers)."""
+    return temp_path(final, secrets.token_hex(6))
+
+
+class StagedFile:
+    """A file being written under a temp name, before it is published (see :func:`staged`).
+
+    ``fd`` is open for writing while the ``with`` block runs; ``identity`` is the fsynced
+    file's ``os.stat_result`` once the block has ended without an error.
+    """
+
+    __slots__ = ("fd", "identity", "path")
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.identity: os.stat_result | None = None
+
+
+@contextlib.contextmanager
+def staged(
+    temp: Path,
+    *,
+    mode: int = FILE_MODE,
+    exclusive: bool = True,
+    before_fsync: str | None = None,
+) -> Iterator[StagedFile]:
+    """Steps 1-2 of every durable publish: write a temp file, then fsync it.
+
+    ``temp`` is created with ``mode`` whatever the umask (``exclusive``: it must not
+    exist; else an existing one is truncated); the block writes to ``.fd``. When the
+    block ends, the failpoint ``before_fsync`` (if named) is passed, the file fsynced and
+    closed. On any error the file is closed and ``temp`` removed: a crash leaves at most
+    an orphan temp, which readers ignore and repair deletes.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | _CLOEXEC
+    fd = os.open(temp, flags, mode)
+    file = StagedFile(temp, fd)
+    try:
+        os.fchmod(fd, mode)  # independent of the umask
+        yield file
+        if before_fsync is not None:
+            failpoint(before_fsync)
+        os.fsync(fd)
+        file.identity = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    os.close(fd)
+
+
+def link_durably(
+    temp: Path,
+    final: Path,
+    *,
+    before_link: str | None = None,
+    after_link: str | None = None,
+    remove_temp: bool = False,
+    take_back: os.stat_result | None = None,
+) -> None:
+    """Step 3 of a durable publish: hard-link ``temp`` to ``final``, then fsync the directory.
+
+    ``os.link`` never overwrites: an existing ``final`` raises :class:`FileExistsError`
+    with ``temp`` left in place (the caller may compare them). The failpoints
+    ``before_link`` and ``after_link`` are passed around the link. ``remove_temp`` removes
+    the temp name before the directory fsync (so both names change durably at once);
+    otherwise the caller removes it. With ``take_back`` (the temp's identity), a failed
+    directory fsync removes ``final`` again rather than report a name that may not last.
+    """
+    if before_link is not None:
+        failpoint(before_link)
+    os.link(temp, final)
+    if after_link is not None:
+        failpoint(after_link)
+    if remove_temp:
+        os.unlink(temp)
+    try:
+        fsync_dir(final.parent)
+    except BaseException:
+        if take_back is not None:
+            _unlink_if_same(final, take_back)
+        raise
+
+
+def replace_durably(temp: Path, final: Path) -> None:
+    """Step 3 of a publish that replaces: rename ``temp`` over ``final``, fsync the directory.
+
+    The caller has kept what ``final`` named (a backup link) before replacing it.
+    """
+    os.replace(temp, final)
+    fsync_dir(final.parent)
 
 
 def _frame_encoder(path: Path) -> FrameEncoder:
@@ -219,28 +324,21 @@ def materialize(
 
 def _publish(temp: Path, final: Path, data: bytes, session: str) -> tuple[int, int]:
     """Temp file, fsync, link (never overwriting), directory fsync; remove the temp name."""
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, FILE_MODE)
     try:
+        with staged(temp, before_fsync="materialize.after-temp-write") as file:
+            write_all(file.fd, data)
+        identity = file.identity
+        assert identity is not None
         try:
-            os.fchmod(fd, FILE_MODE)  # independent of the umask
-            _write_all(fd, data)
-            failpoint("materialize.after-temp-write")
-            os.fsync(fd)
-            identity = os.fstat(fd)
-        finally:
-            os.close(fd)
-        failpoint("materialize.before-link")
-        try:
-            os.link(temp, final)
+            link_durably(
+                temp,
+                final,
+                before_link="materialize.before-link",
+                after_link="materialize.after-link",
+                take_back=identity,  # not durable as a name: take it back, no half-success
+            )
         except FileExistsError as error:
             raise SessionExistsError(session, str(final)) from error
-        failpoint("materialize.after-link")
-        try:
-            fsync_dir(final.parent)
-        except BaseException:
-            # Not durable as a name: take it back rather than report a half-success.
-            _unlink_if_same(final, identity)
-            raise
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)
@@ -349,7 +447,7 @@ class LogWriter:
             data = self.encoder.batch_frame(data)
         try:
             failpoint("append.before-write")
-            _write_all(fd, data, torn_failpoint="append.partial-write")
+            write_all(fd, data, torn_failpoint="append.partial-write")
             failpoint("append.after-write")
             failpoint("append.before-fsync")
             os.fsync(fd)

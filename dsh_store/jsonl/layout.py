@@ -37,6 +37,7 @@ __all__ = [
     "NO_CWD_DIR",
     "ZSTD_SUFFIX",
     "check_session_id",
+    "clean_path",
     "decode_session_id",
     "encode_session_id",
     "encoding_of",
@@ -375,3 +376,19 @@ def temp_owner(name: str, present: Collection[str]) -> str | None:
         return None
     generations = [other for other in present if generation_version(other) is not None]
     return max(generations, key=lambda other: generation_version(other) or 0, default=None)
+
+
+def clean_path(path: str | os.PathLike[str]) -> str:
+    """``path`` spelled as ``str(pathlib.PurePosixPath(path))`` would, without pathlib.
+
+    ``./store//a/`` becomes ``store/a``; ``..`` parts are kept (collapsing them would be
+    wrong across symlinks). Verify reports paths in this spelling, so that ``x`` and
+    ``./x`` name the same file once.
+    """
+    text = os.fspath(path)
+    absolute = text.startswith(os.sep)
+    parts = [part for part in text.split(os.sep) if part not in ("", ".")]
+    joined = os.sep.join(parts)
+    if absolute:
+        return os.sep + joined
+    return joined or "."

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..errors import ConcurrentModificationError, DshStoreError, StorageError
 from .failpoints import failpoint
+from .files import fsync_dir, link_durably, replace_durably, staged, write_all
 
 __all__ = [
     "commit_truncation",
@@ -115,12 +116,12 @@ def _publish_sidecar(fd: int, log: Path, offset: int, size: int) -> Path:
         if _same_bytes(fd, sidecar, offset, size):
             _fsync_path(sidecar)
             scratch.unlink(missing_ok=True)
-            _fsync_dir(log.parent)
+            fsync_dir(log.parent)
             return sidecar
         number += 1
-    out = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _SIDECAR_MODE)
-    try:
-        os.fchmod(out, _SIDECAR_MODE)
+    # Nothing refers to the scratch copy yet (the tail is still in the log); one that
+    # cannot be removed after a failure is a leftover that verify reports and repair deletes.
+    with staged(scratch, mode=_SIDECAR_MODE, exclusive=False) as file:
         position = offset
         while position < size:
             block = os.pread(fd, min(_COPY_BLOCK, size - position), position)
@@ -129,39 +130,21 @@ def _publish_sidecar(fd: int, log: Path, offset: int, size: int) -> Path:
                     str(log), f"it shrank below {size} bytes while its tail was copied"
                 )
             if not _all_zero(block):
-                os.lseek(out, position - offset, os.SEEK_SET)
-                _write_all(out, block)
+                os.lseek(file.fd, position - offset, os.SEEK_SET)
+                write_all(file.fd, block)
             position += len(block)
         # Zero blocks were skipped, not written: the length set here makes them holes, so
         # a zero-filled (perhaps sparse) tail costs the sidecar no disk space.
-        os.ftruncate(out, size - offset)
-        os.fsync(out)
-    except BaseException:
-        # Nothing refers to the scratch copy yet (the tail is still in the log); one that
-        # cannot be removed here is a leftover that verify reports and repair deletes.
-        with contextlib.suppress(OSError):
-            os.unlink(scratch)
-        raise
-    finally:
-        os.close(out)
+        os.ftruncate(file.fd, size - offset)
     # The caller holds the session lock, so nobody else publishes between check and link;
     # link still never overwrites, and a lost race surfaces as FileExistsError.
-    os.link(scratch, sidecar)
-    os.unlink(scratch)
-    _fsync_dir(log.parent)
+    link_durably(scratch, sidecar, remove_temp=True)
     return sidecar
 
 
 def _all_zero(block: bytes) -> bool:
     """Whether every byte of ``block`` is NUL (the first and last byte decide most blocks)."""
     return block[0] == 0 and block[-1] == 0 and block.count(0) == len(block)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def _same_bytes(fd: int, sidecar: Path, offset: int, size: int) -> bool:
@@ -186,14 +169,6 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def intent_path(path: str | os.PathLike[str], offset: int) -> Path:
     """Name of the lines a zstd repair appends after cutting ``path`` at ``offset``:
     ``<log>.repair-<offset>`` (docs/format.md §7.3)."""
@@ -211,17 +186,9 @@ def write_intent(path: str | os.PathLike[str], offset: int, lines: list[bytes]) 
     intent = intent_path(path, offset)
     scratch = intent.with_name(intent.name + ".partial")
     try:
-        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, _SIDECAR_MODE)
-        try:
-            os.fchmod(fd, _SIDECAR_MODE)
-            data = memoryview(b"".join(lines))
-            while data:
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(scratch, intent)
-        _fsync_dir(intent.parent)
+        with staged(scratch, mode=_SIDECAR_MODE, exclusive=False) as file:
+            write_all(file.fd, b"".join(lines))
+        replace_durably(scratch, intent)
     except OSError as error:
         raise StorageError("saving the lines a repair appends", str(intent), error) from error
     failpoint("repair.after-intent")
@@ -242,7 +209,7 @@ def drop_intent(path: str | os.PathLike[str], offset: int) -> None:
     intent = intent_path(path, offset)
     with contextlib.suppress(FileNotFoundError):
         intent.unlink()
-        _fsync_dir(intent.parent)
+        fsync_dir(intent.parent)
 
 
 def drop_stale_intents(path: str | os.PathLike[str], committed: int) -> None:

@@ -23,6 +23,7 @@ with an anonymous ``OSError``. An ``OSError`` of a read names the file as well.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -36,6 +37,7 @@ from ..errors import (
     CorruptLogError,
     DshStoreError,
     LoneSurrogateError,
+    MigrationRefusedError,
     NotASessionError,
     UnsupportedVersionError,
 )
@@ -164,11 +166,20 @@ class LogScanner:
     :meth:`rows` rescans the file from the start.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, chunk_size: int = DEFAULT_CHUNK_SIZE):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        report: bool = False,
+    ):
+        """``report`` (the reporter mode): committed corruption ends :meth:`rows` like the
+        end of the file and is recorded in :attr:`corruption`, instead of raised."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be positive")
         self.path = os.fspath(path)
         self._chunk_size = chunk_size
+        self._report = report
         self.on_lone_surrogates: Callable[[int, int, list[tuple[str, str]]], None] | None = None
         """Set by the lenient opt-in: an older log's line holding lone surrogates is then
         read with each replaced by U+FFFD, and this is called with (seq, line, the
@@ -188,6 +199,7 @@ class LogScanner:
         self._durable_size: int | None = None
         self._encoding = "raw"
         self._recovered_events = 0
+        self._corruption: CorruptLogError | None = None
 
     # -- results -----------------------------------------------------------------------
 
@@ -262,6 +274,20 @@ class LogScanner:
         return self._stat
 
     @property
+    def corruption(self) -> CorruptLogError | None:
+        """The committed corruption the last scan met, or None.
+
+        The scan stops yielding at its first defect and reads on only for commit evidence
+        (a later ``turn/end`` or seq-continuing row, the durable watermark, a complete zstd
+        frame): without it the defect starts the crash tail (:attr:`torn`); with it, this
+        is the error naming the defect, its rule, line, offset and seq and the evidence.
+        A scanner made with ``report=True`` records it here and ends :meth:`rows`; else
+        :meth:`rows` raises it. What it means is its caller's policy: restore refuses the
+        log, verify reports it, salvage keeps the rows before it.
+        """
+        return self._corruption
+
+    @property
     def finished(self) -> bool:
         """True once :meth:`rows` ran to the end of the file without raising."""
         return self._finished
@@ -318,7 +344,7 @@ class LogScanner:
 
     def reopen(self) -> LogScanner:
         """A new scanner of the same file (its own pass, state and findings)."""
-        return LogScanner(self.path, chunk_size=self._chunk_size)
+        return LogScanner(self.path, chunk_size=self._chunk_size, report=self._report)
 
     def exhaust(self) -> LogScanner:
         """Scan the whole file, discarding rows (for summaries only); returns self."""
@@ -327,7 +353,8 @@ class LogScanner:
         return self
 
     def rows(self) -> Iterator[ScannedRow]:
-        """Yield the committed rows; raise CorruptLogError for committed corruption."""
+        """Yield the committed rows; at committed corruption, raise it (or, made with
+        ``report=True``, record it in :attr:`corruption` and stop)."""
         self._reset()
         # Before the open's fstat: the log only grows past a record, so the size seen
         # then is never below the recorded one unless acknowledged bytes were lost.
@@ -342,6 +369,10 @@ class LogScanner:
                 yield from self._scan_zstd(fd)
             else:
                 yield from self._scan(fd)
+        except CorruptLogError as error:
+            self._corruption = error
+            if not self._report:
+                raise
         finally:
             os.close(fd)
 
@@ -993,3 +1024,21 @@ def header_version(path: str | os.PathLike[str]) -> int | None:
     except (DshStoreError, OSError):
         return None
     return None if info is None else info.version
+
+
+@contextlib.contextmanager
+def corruption_first(rows: Iterator[object]) -> Iterator[None]:
+    """Report committed corruption before a refusal (DESIGN §6.3 precedence).
+
+    Rows flow lazily, so a migration edge may refuse an early event before the scan
+    reaches a later committed defect. On a refusal, the rest of the same pass ``rows``
+    (the iterator the refused events came from, left where the refusal stopped it) is
+    read to its end, rows discarded, and a :class:`CorruptLogError` it raises wins. No
+    byte is read twice, and the reader's findings cover the whole log.
+    """
+    try:
+        yield
+    except MigrationRefusedError:
+        for _ in rows:  # raises CorruptLogError on committed corruption
+            pass
+        raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _lazy_module_getattr
+from .._lazy import lazy_module_getattr
 from .events import (
     SessionEvent,
     SurfaceOp,
@@ -87,7 +87,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-__getattr__ = _lazy_module_getattr(__name__, _LAZY, globals())
+__getattr__ = lazy_module_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -202,17 +202,17 @@ def test_migrate_reason_names_the_output_that_cannot_be_written(
 
 
 def test_os_reasons_for_reads_links_and_other_paths(tmp_path: Path) -> None:
-    from dsh_store.bulk import _one_line
+    from dsh_store.bulk import one_line
 
     source = tmp_path / "old.jsonl"
     temp = f"{tmp_path}/new.jsonl.0a1b2c3d4e5f.tmp"
-    assert _one_line(PermissionError(13, "Permission denied", str(source)), source=source) == (
+    assert one_line(PermissionError(13, "Permission denied", str(source)), source=source) == (
         f"cannot read {source}: Permission denied"
     )
     linked = FileExistsError(17, "File exists", temp, f"{tmp_path}/new.jsonl")
-    assert _one_line(linked) == f"cannot write {tmp_path}/new.jsonl: File exists"
-    assert _one_line(OSError(5, "Input/output error", "/x/dir")) == "/x/dir: Input/output error"
-    assert _one_line(OSError(28, "No space left on device")) == "No space left on device"
+    assert one_line(linked) == f"cannot write {tmp_path}/new.jsonl: File exists"
+    assert one_line(OSError(5, "Input/output error", "/x/dir")) == "/x/dir: Input/output error"
+    assert one_line(OSError(28, "No space left on device")) == "No space left on device"
 
 
 # -- text output: no control sequence from a log reaches the terminal ----------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import dsh_store.migrate as migrate
+from dsh_store.jsonl import files
 from dsh_store.jsonl.scan import LogScanner
 from dsh_store.migrate import migrate_file, migrate_store, publish_upgrade
 from dsh_store.restore import read_log
@@ -32,7 +32,7 @@ def _fsync_dirs(monkeypatch: pytest.MonkeyPatch, *, kill_on_call: int | None = N
         if kill_on_call is not None and len(calls) == kill_on_call:
             raise _Killed
 
-    monkeypatch.setattr(migrate, "fsync_dir", record)
+    monkeypatch.setattr(files, "fsync_dir", record)
     return calls
 
 
@@ -50,7 +50,7 @@ def test_publish_upgrade_publishes_what_the_evidence_shows(tmp_path: Path) -> No
     evidence = store.migration_children(LogScanner(source).read_header())
     assert evidence and evidence[0]["id"] == "kid"
     inspection = read_log(source, child_headers=evidence)
-    published = publish_upgrade(inspection, child_headers=evidence)
+    published = read_log(publish_upgrade(inspection, child_headers=evidence))
 
     assert published.path == source.with_name("session.v4.jsonl")
     assert published.events == inspection.events  # the published log is what was shown
@@ -65,7 +65,7 @@ def test_publish_upgrade_publishes_what_the_evidence_shows(tmp_path: Path) -> No
 
 def test_publish_upgrade_without_evidence_keeps_the_catalog_as_written(tmp_path: Path) -> None:
     log = store_with_child(tmp_path / "root")
-    published = publish_upgrade(read_log(log))
+    published = read_log(publish_upgrade(read_log(log)))
     output = tmp_path / "out.jsonl"
     migrate_file(log, output=output, child_headers=())  # explicitly: no children
     assert published.path.read_bytes() == output.read_bytes()
@@ -106,7 +106,7 @@ def test_published_files_are_0600_under_a_restrictive_umask(
         backup = result.backup.stat()
         assert (backup.st_ino, backup.st_mode & 0o777) == (original.st_ino, 0o644)
     else:
-        target = publish_upgrade(read_log(source)).path
+        target = publish_upgrade(read_log(source))
     assert target is not None
     assert target.stat().st_mode & 0o777 == 0o600
 
@@ -124,7 +124,7 @@ def test_publish_upgrade_rerun_fsyncs_the_directory_of_an_existing_target(
         publish_upgrade(read_log(source))
     assert target.is_file()
     calls = _fsync_dirs(monkeypatch)
-    assert publish_upgrade(read_log(source)).path == target
+    assert publish_upgrade(read_log(source)) == target
     assert calls == [target.parent]
 
 

@@ -127,7 +127,7 @@ def test_publish_upgrade_accepts_an_earlier_publish_appended_to_since(tmp_path: 
     target = source.with_name("session.v4.jsonl")
     appended = target.read_bytes()
     assert appended.startswith(_upgrade_bytes(tmp_path, source))
-    published = publish_upgrade(inspection)
+    published = read_log(publish_upgrade(inspection))
     assert published.path == target
     assert published.source_version == 4 and published.classification == "ok"
     assert len(published.events) > len(inspection.events)
@@ -140,9 +140,9 @@ def test_publish_upgrade_accepts_an_earlier_publish_appended_to_since(tmp_path: 
 
 def test_publish_upgrade_accepts_its_own_earlier_publish(tmp_path: Path) -> None:
     source = fixture_copy(tmp_path)
-    first = publish_upgrade(read_log(source))
+    first = read_log(publish_upgrade(read_log(source)))
     published = first.path.read_bytes()
-    again = publish_upgrade(read_log(source))
+    again = read_log(publish_upgrade(read_log(source)))
     assert again.path == first.path and again.events == first.events
     assert again.path.read_bytes() == published
 

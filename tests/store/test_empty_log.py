@@ -88,7 +88,7 @@ def test_an_empty_loose_file_is_still_refused_not_removed(tmp_path: Path) -> Non
     os.utime(loose, (time.time() - HOUR, time.time() - HOUR))
     with pytest.raises(NotASessionError, match="the file is empty"):
         repair_file(loose)
-    (result,) = repair_paths([loose])
+    (result,) = [outcome.to_json() for outcome in repair_paths([loose])]
     assert result["status"] == "refused"
     assert loose.exists()
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from dsh_store.bulk import RepairOutcome
+from dsh_store.cli.repair import repair_text
 from dsh_store.errors import (
     CorruptLogError,
     MigrationRefusedError,
@@ -199,8 +201,9 @@ def test_repair_file_dry_run_then_apply(tmp_path: Path, v4: dict[str, bytes]) ->
     assert (plan.classification, plan.applied) == ("torn-tail", False)
     assert (plan.truncate_at, plan.torn_bytes) == (len(v4["open"]), len(torn))
     assert plan.closers == ("tool/result", "step/end", "turn/end")
-    assert plan.describe().startswith(f"{path}: would repair (torn-tail)")
-    assert f"cut {len(torn)} torn byte(s) at offset {len(v4['open'])}" in plan.describe()
+    text = repair_text(RepairOutcome.of_plan(plan))
+    assert text.startswith(f"{path}: would repair (torn-tail)")
+    assert f"cut {len(torn)} torn byte(s) at offset {len(v4['open'])}" in text
 
     done = repair_file(path)
     assert done.applied and done.sidecar is not None
@@ -209,7 +212,7 @@ def test_repair_file_dry_run_then_apply(tmp_path: Path, v4: dict[str, bytes]) ->
     assert classify(path) == "ok"
     again = repair_file(path)
     assert not again.applied
-    assert again.describe() == f"{path}: ok: nothing to repair"
+    assert repair_text(RepairOutcome.of_plan(again)) == f"{path}: ok, nothing to repair"
 
 
 def test_repair_file_refuses_older_formats_and_corruption(

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import dsh_store.repair
-from dsh_store.bulk import repair_paths
+from dsh_store.bulk import RepairOutcome, repair_paths
+from dsh_store.cli.repair import repair_text
 from dsh_store.errors import SessionLockedError
 from dsh_store.jsonl import files, layout
 from dsh_store.migrate import migrate_file
@@ -114,7 +115,7 @@ def test_a_migration_killed_before_its_link_leaves_a_temp_of_its_source(tmp_path
     assert report.findings[-1].message.startswith(f"{temp.name}: {temp.stat().st_size} bytes")
 
     _age(temp, 2 * 24 * HOUR)
-    (result,) = repair_paths([tmp_path / "store"])
+    (result,) = [outcome.to_json() for outcome in repair_paths([tmp_path / "store"])]
     assert result["status"] == "repaired" and result["deletedTemps"] == [str(temp)]
     assert not temp.exists() and source.read_bytes() == V0_FIXTURE.read_bytes()
     assert migrate_file(source).status == "migrated"
@@ -212,15 +213,18 @@ def test_repair_deletes_stale_temps_keeps_fresh_ones_and_fsyncs_the_directory(
     assert synced == [str(log.parent)]
     assert not stale.exists() and fresh.exists() and not_ours.exists()
     assert log.read_bytes() == log_bytes
-    assert plan.describe() == (
+    assert repair_text(RepairOutcome.of_plan(plan)) == (
         f"{log}: repaired (ok)\n"
         f"  deleted leftover temp {stale}\n"
-        f"  kept recent temp {fresh} (a publish may still be writing it)"
+        f"  kept recent temp {fresh} (a publish may still be writing it; deleted once 10 "
+        "minutes old)"
     )
 
     again = repair_file(log)
     assert not again.applied and again.fresh_temps == (fresh,) and again.stale_temps == ()
-    assert again.describe().startswith(f"{log}: ok: nothing to repair\n  kept recent temp ")
+    assert repair_text(RepairOutcome.of_plan(again)).startswith(
+        f"{log}: ok, nothing to repair\n  kept recent temp "
+    )
     assert synced == [str(log.parent)]  # nothing deleted, nothing to sync
 
 
@@ -230,8 +234,8 @@ def test_dry_run_lists_what_it_would_delete_and_deletes_nothing(tmp_path: Path) 
     before = snapshot_tree(tmp_path)
     plan = repair_file(log, dry_run=True)
     assert not plan.applied and plan.stale_temps == (stale,) and plan.closers
-    assert plan.describe().endswith(f"\n  delete leftover temp {stale}")
-    (result,) = repair_paths([log], dry_run=True)
+    assert repair_text(RepairOutcome.of_plan(plan)).endswith(f"\n  delete leftover temp {stale}")
+    (result,) = [outcome.to_json() for outcome in repair_paths([log], dry_run=True)]
     assert result["status"] == "would-repair" and result["deletedTemps"] == [str(stale)]
     assert snapshot_tree(tmp_path) == before
 
@@ -243,18 +247,18 @@ def test_dry_run_lists_what_it_would_delete_and_deletes_nothing(tmp_path: Path) 
 def test_statuses_when_only_temps_are_found(tmp_path: Path) -> None:
     log = record_session(tmp_path, "s1", turns=1)
     fresh = leave_temp(log, age_s=5)
-    (result,) = repair_paths([log])
+    (result,) = [outcome.to_json() for outcome in repair_paths([log])]
     assert (result["status"], result["deletedTemps"], result["keptTemps"]) == (
         "clean",
         [],
         [str(fresh)],
     )
-    (result,) = repair_paths([log], dry_run=True)
+    (result,) = [outcome.to_json() for outcome in repair_paths([log], dry_run=True)]
     assert result["status"] == "clean"
     _age(fresh, HOUR)
-    (result,) = repair_paths([log], dry_run=True)
+    (result,) = [outcome.to_json() for outcome in repair_paths([log], dry_run=True)]
     assert result["status"] == "would-repair"
-    (result,) = repair_paths([log])
+    (result,) = [outcome.to_json() for outcome in repair_paths([log])]
     assert (result["status"], result["deletedTemps"], result["keptTemps"]) == (
         "repaired",
         [str(fresh)],
@@ -280,7 +284,7 @@ def test_an_open_writer_makes_repair_fail_and_delete_nothing(tmp_path: Path) -> 
         before = snapshot_tree(tmp_path)
         with pytest.raises(SessionLockedError):
             repair_file(log)
-        (result,) = repair_paths([log])
+        (result,) = [outcome.to_json() for outcome in repair_paths([log])]
         assert result["status"] == "refused" and result["deletedTemps"] == []
         assert snapshot_tree(tmp_path) == before
         assert stale.exists()

@@ -91,7 +91,7 @@ def test_a_recent_partial_is_kept_and_a_locked_session_keeps_it(tmp_path: Path) 
     with store.open("s"):  # a writer holds the session: repair refuses, the partial stays
         with pytest.raises(SessionLockedError):
             repair_file(log)
-        (result,) = repair_paths([log])
+        (result,) = [outcome.to_json() for outcome in repair_paths([log])]
         assert result["status"] == "refused"
         assert partial.exists()
     assert repair_file(log, temp_grace_s=TEMP_GRACE_S).stale_temps == (partial,)
@@ -116,7 +116,7 @@ def test_an_orphan_partial_is_reported_and_deleted(tmp_path: Path) -> None:
     assert f"{partial}: would delete repair scratch copy (a torn tail's copy; its log is gone)" in (
         shown.stdout.splitlines()
     )
-    results = repair_paths([directory], dry_run=True)
+    results = [outcome.to_json() for outcome in repair_paths([directory], dry_run=True)]
     assert any(r["path"] == str(partial) and r["status"] == "would-repair" for r in results)
     repair_paths([directory])
     assert not partial.exists() and other.exists()
