@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import NamedTuple, TypeVar
 
+from ._interrupt import HeldInterrupt
 from .errors import DshStoreError, NoLogsError
 from .jsonl import layout
 from .jsonl.layout import clean_path as clean_path  # re-exported: verify.clean_path
@@ -204,7 +205,7 @@ def iter_files(
             if not finish_current:
                 yield function(item)
                 continue
-            with _HeldInterrupt() as held:
+            with HeldInterrupt() as held:
                 result = function(item)
             yield result
             if held.pending:
@@ -236,41 +237,6 @@ def _ignore_sigint() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-class _HeldInterrupt:
-    """Hold the first SIGINT while one item runs (see :func:`iter_files`).
-
-    Only in the main thread and only while Python's own handler is installed (a program
-    with its own SIGINT handler keeps it untouched).
-    """
-
-    def __init__(self) -> None:
-        self.pending = False
-        self._previous: object = None
-
-    def __enter__(self) -> _HeldInterrupt:
-        import signal
-        import threading
-
-        if (
-            threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        ):
-            self._previous = signal.signal(signal.SIGINT, self._hold)
-        return self
-
-    def _hold(self, signum: int, frame: object) -> None:
-        import signal
-
-        self.pending = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second one is at once
-
-    def __exit__(self, *exc: object) -> None:
-        import signal
-
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def examine_file(path: str, *, lenient: bool = False) -> FileReport:

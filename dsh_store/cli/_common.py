@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .._interrupt import HeldInterrupt
 from .._output import JSON_SCHEMA_VERSION, escape_json_text, printable
 from ..errors import DshStoreError
 
@@ -515,7 +516,12 @@ def _streamed(
             except StopIteration:
                 return
             try:
-                deliver(item)
+                # A result is printed whole or the interrupt waits for it: cut between
+                # the stream's work and its line, a file would change unreported.
+                with HeldInterrupt() as held:
+                    deliver(item)
+                if held.pending:
+                    raise KeyboardInterrupt
                 yield item
             except KeyboardInterrupt:
                 # Interrupted here, not in the stream: let the stream yield what it has done.
