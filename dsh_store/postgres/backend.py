@@ -57,7 +57,7 @@ from ..jsonl.failpoints import failpoint
 from ..jsonl.layout import check_session_id, decode_session_id, encode_session_id, project_key
 from ..jsonl.rows import read_header_line, row_problem, unparsable_reason
 from ..records import HeaderInfo
-from ._driver import connect, database_errors
+from ._driver import connect, database_errors, driver
 from .schema import SCHEMA_VERSION, SchemaInit, advisory_key, ensure_schema
 from .url import redact
 
@@ -123,6 +123,7 @@ class PostgresBackend(StorageBackend):
         A connection the server ended (a restart) is replaced and the read tried once more:
         a read changes nothing, so repeating it is safe.
         """
+        driver(self.url)  # a missing extra is a typed error, not an ImportError from here
         import psycopg
 
         with self._meta_mutex:
