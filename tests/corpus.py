@@ -8,7 +8,10 @@ objects.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 SNAPSHOT_CWD = "/dsh-snapshot-cwd"
 
@@ -44,3 +47,23 @@ def loaded(row: dict[str, Any], version: int) -> dict[str, Any]:
     out: dict[str, Any] = substitute(row)
     materialize_tools(out, version)
     return out
+
+
+def loaded_copy(path: Path, directory: Path) -> Path:
+    """The corpus file as the upstream loader saw it, as ``directory/session.jsonl``.
+
+    Every line that parses is substituted and re-encoded; any other line (a torn or
+    corrupt one) is kept byte for byte, so the scanner judges the same damage.
+    """
+    out = []
+    for line in path.read_bytes().split(b"\n"):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            out.append(line)
+            continue
+        out.append(orjson.dumps(loaded(value, 0) if isinstance(value, dict) else value))
+    directory.mkdir()
+    copy = directory / "session.jsonl"
+    copy.write_bytes(b"\n".join(out))
+    return copy

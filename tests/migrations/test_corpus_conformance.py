@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from dsh_store.errors import CorruptLogError, MigrationRefusedError
@@ -25,7 +24,7 @@ from dsh_store.jsonl.scan import LogScanner
 from dsh_store.migrate import classify_header, migrate_file
 from dsh_store.restore import examine, read_log
 from tests.conftest import SHARED, shared_missing_reason, shared_params
-from tests.corpus import loaded
+from tests.corpus import loaded_copy
 
 CORPUS = SHARED / "corpus"
 MANIFEST = CORPUS / "manifest.json"
@@ -44,26 +43,6 @@ def _entries() -> list[Any]:
     return params
 
 
-def _loaded_copy(path: Path, directory: Path) -> Path:
-    """The corpus file as the upstream loader saw it, as ``directory/session.jsonl``.
-
-    Every line that parses is substituted and re-encoded; any other line (a torn or
-    corrupt one) is kept byte for byte, so the scanner judges the same damage.
-    """
-    out = []
-    for line in path.read_bytes().split(b"\n"):
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            out.append(line)
-            continue
-        out.append(orjson.dumps(loaded(value, 0) if isinstance(value, dict) else value))
-    directory.mkdir()
-    copy = directory / "session.jsonl"
-    copy.write_bytes(b"\n".join(out))
-    return copy
-
-
 @pytest.mark.parametrize("entry", _entries())
 def test_corpus_file_meets_its_expectation(entry: dict[str, Any], tmp_path: Path) -> None:
     path = CORPUS / entry["path"]
@@ -76,7 +55,7 @@ def test_corpus_file_meets_its_expectation(entry: dict[str, Any], tmp_path: Path
         return
     info = LogScanner(path).read_header()
     assert info is not None and info.version == 0
-    copy = _loaded_copy(path, tmp_path / "session")
+    copy = loaded_copy(path, tmp_path / "session")
     # The raw header holds the {{cwd}} placeholder (not absolute); the loaded one is fine.
     assert classify_header(copy) == "migration-required"
     output = tmp_path / "out.v4.jsonl"

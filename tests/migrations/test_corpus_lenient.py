@@ -42,8 +42,9 @@ from dsh_store.model import Session
 from dsh_store.restore import read_log
 from dsh_store.verify import verify_path
 from tests.conftest import shared_missing_reason
+from tests.corpus import loaded_copy
 
-from .test_corpus_conformance import CORPUS, MANIFEST, _loaded_copy
+from .test_corpus_conformance import CORPUS, MANIFEST
 
 pytestmark = pytest.mark.requires("shared")
 
@@ -159,7 +160,7 @@ def test_refused_corpus_log_under_the_lenient_opt_in(
     if entry is None or missing is not None:
         pytest.skip(missing or "the shared corpus manifest is absent")
     name = entry["path"].split("/")[-2]
-    copy = _loaded_copy(CORPUS / entry["path"], tmp_path / "session")
+    copy = loaded_copy(CORPUS / entry["path"], tmp_path / "session")
     output = tmp_path / "out.v4.jsonl"
     (report,) = verify_path(copy)
     assert report.lenient_would_migrate is (None if name in CORRUPT else True)

@@ -28,7 +28,7 @@ from dsh_store.migrations.packed import expand_packed_row
 from dsh_store.migrations.seqmap import expand_seq_list
 from dsh_store.migrations.v1_to_v2 import V1ToV2Stage
 from tests.conftest import SHARED, shared_missing_reason
-from tests.migrations.test_corpus_conformance import _loaded_copy
+from tests.corpus import loaded_copy
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 HEADER = {"type": "session", "version": 0, "id": "gen", "createdAt": 1, "delegationDepth": 0}
@@ -115,7 +115,7 @@ def _corpus_logs() -> list[Any]:
 
 @pytest.mark.parametrize("relative", _corpus_logs())
 def test_every_corpus_log_migrates_identically(relative: str, tmp_path: Path) -> None:
-    source = _loaded_copy(SHARED / "corpus" / relative, tmp_path / "copy")
+    source = loaded_copy(SHARED / "corpus" / relative, tmp_path / "copy")
     _assert_same(source, tmp_path)
 
 

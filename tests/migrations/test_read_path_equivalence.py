@@ -40,7 +40,7 @@ from dsh_store.model import SessionEvent
 from dsh_store.restore import examine, read_log
 from dsh_store.upgrading import scanned_rows
 from tests.conftest import SHARED, shared_missing_reason, shared_params
-from tests.corpus import loaded
+from tests.corpus import loaded_copy
 from tests.migrations.early_logs import header as early_header
 from tests.migrations.early_logs import v0_logs
 from tests.migrations.test_properties import HEADER, conversations
@@ -171,23 +171,6 @@ def _corpus_logs() -> list[Any]:
     return [pytest.param(entry["path"], id=entry["path"]) for entry in entries]
 
 
-def _loaded_copy(path: Path, directory: Path) -> Path:
-    """The corpus file with the upstream loader's placeholder rule applied (corpus README);
-    a line that does not decode is kept byte for byte."""
-    out = []
-    for line in path.read_bytes().split(b"\n"):
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            out.append(line)
-            continue
-        out.append(orjson.dumps(loaded(value, 0) if isinstance(value, dict) else value))
-    directory.mkdir()
-    copied = directory / "session.jsonl"
-    copied.write_bytes(b"\n".join(out))
-    return copied
-
-
 def _located(error: DshStoreError) -> tuple[Any, ...]:
     return (
         type(error).__name__,
@@ -241,7 +224,7 @@ def test_fixture_logs_read_as_the_reference(path: Path, tmp_path: Path) -> None:
 @pytest.mark.requires("shared")
 @pytest.mark.parametrize("name", _corpus_logs())
 def test_corpus_logs_read_as_the_reference(name: str, tmp_path: Path) -> None:
-    assert_file_same(_loaded_copy(CORPUS / name, tmp_path / "session"), tmp_path)
+    assert_file_same(loaded_copy(CORPUS / name, tmp_path / "session"), tmp_path)
 
 
 # -- generated sessions ---------------------------------------------------------------
