@@ -22,7 +22,7 @@ from dsh_store.postgres.store import PostgresStore
 from dsh_store.postgres.url import redact
 from tests.cli.conftest import CONSOLE_SCRIPT, V3_LOG, record_session
 from tests.cli.schema_check import errors, load_schema
-from tests.postgres.server import create_schema, drop_schema, postgres_missing_reason
+from tests.postgres.server import empty_store_url
 
 Invoke = Callable[..., Result]
 
@@ -62,14 +62,7 @@ def _statuses(result: Result) -> dict[str, str]:
 @pytest.fixture
 def second_pg_url() -> Iterator[str]:
     """A second empty store on the test server (its own schema)."""
-    reason = postgres_missing_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    schema, url = create_schema()
-    try:
-        yield url
-    finally:
-        drop_schema(schema)
+    yield from empty_store_url()
 
 
 @pytest.mark.requires("postgres")

@@ -80,9 +80,9 @@ def drop_schema(schema: str) -> None:
         connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """The URL of an empty store on the test server (its own schema), dropped afterwards."""
+def empty_store_url() -> Iterator[str]:
+    """The body of a store-URL fixture: skip without a server, else yield the URL of an empty
+    store (its own schema) and drop that schema afterwards."""
     reason = postgres_missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -91,3 +91,9 @@ def pg_url() -> Iterator[str]:
         yield url
     finally:
         drop_schema(schema)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """The URL of an empty store on the test server (its own schema), dropped afterwards."""
+    yield from empty_store_url()
