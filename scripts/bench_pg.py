@@ -41,7 +41,14 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchlib import REPO, Report, load_limits, write_v4_log
+from benchlib import (
+    REPO,
+    Report,
+    append_mix_event,
+    flush_each_rate,
+    load_limits,
+    write_v4_log,
+)
 
 from dsh_store.store import JsonlStore
 
@@ -137,15 +144,6 @@ def _paired(runs: int, works: dict[str, Callable[[], float]]) -> dict[str, float
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def _append_one(live: Any, event: Event) -> None:
-    live.append(
-        event["type"],
-        event["data"],
-        surface_op=event.get("surfaceOp"),
-        source_event_seqs=event.get("sourceEventSeqs"),
-    )
-
-
 def _rate(value: float) -> str:
     return f"{value:,.0f} ev/s"
 
@@ -162,7 +160,7 @@ def saturation(store: Any, events: Sequence[Event], seconds: float) -> float:
         start = time.perf_counter()
         deadline = start + seconds
         for event in events:
-            _append_one(live, event)
+            append_mix_event(live, event)
             count += 1
             if count % 64 == 0 and time.perf_counter() >= deadline:
                 break
@@ -178,21 +176,7 @@ def saturation(store: Any, events: Sequence[Event], seconds: float) -> float:
 def flush_each(store: Any, events: Sequence[Event], seconds: float) -> float:
     """Events/s of append + flush per event (each event durable before the next)."""
     live = store.new(f"flush-each-{uuid.uuid4().hex[:8]}")
-    count = 0
-    try:
-        start = time.perf_counter()
-        deadline = start + seconds
-        now = start
-        for event in events:
-            _append_one(live, event)
-            live.flush()
-            count += 1
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-    finally:
-        live.close()
-    return count / (now - start)
+    return flush_each_rate(live, events, seconds)
 
 
 # -- baselines: naive psycopg loops ------------------------------------------------------

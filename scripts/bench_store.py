@@ -37,7 +37,15 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_scan
-from benchlib import REPO, Report, load_limits, peak_rss_kib, write_v4_log
+from benchlib import (
+    REPO,
+    Report,
+    append_mix_event,
+    flush_each_rate,
+    load_limits,
+    peak_rss_kib,
+    write_v4_log,
+)
 
 from dsh_store.jsonl.writebehind import DEFAULT_WINDOW_S
 from dsh_store.jsonvalue import check_loaded
@@ -104,16 +112,6 @@ def _paired_medians(
     return statistics.median(our_samples), statistics.median(base_samples)
 
 
-def _append_one(target: Any, event: Event) -> Any:
-    """Append one mix event to a LiveSession or a bare Session; return the SessionEvent."""
-    return target.append(
-        event["type"],
-        event["data"],
-        surface_op=event.get("surfaceOp"),
-        source_event_seqs=event.get("sourceEventSeqs"),
-    )
-
-
 # -- our side ------------------------------------------------------------------------------
 
 
@@ -134,7 +132,7 @@ def store_saturation(
         start = time.perf_counter()
         deadline = start + seconds if seconds is not None else float("inf")
         for event in events:
-            _append_one(live, event)
+            append_mix_event(live, event)
             count += 1
             if count % 64 == 0 and time.perf_counter() >= deadline:
                 break
@@ -158,21 +156,7 @@ def store_flush_each(
     """
     store = JsonlStore(root, window_s=window_s)
     live = store.new(f"flush-each-{time.monotonic_ns()}")
-    count = 0
-    try:
-        start = time.perf_counter()
-        deadline = start + seconds
-        now = start
-        for event in events:
-            _append_one(live, event)
-            live.flush()
-            count += 1
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-    finally:
-        live.close()
-    return count / (now - start)
+    return flush_each_rate(live, events, seconds)
 
 
 def store_restore(path: Path) -> float:
@@ -265,7 +249,7 @@ def baseline_group_commit_validated(events: Sequence[Event], path: Path, seconds
     count = 0
     try:
         for event in events:
-            line = _append_one(session, event).line
+            line = append_mix_event(session, event).line
             with ready:
                 pending.append(line)
                 ready.notify()
@@ -295,7 +279,7 @@ def baseline_fsync_each_validated(events: Sequence[Event], path: Path, seconds: 
         deadline = start + seconds
         now = start
         for event in events:
-            line = _append_one(session, event).line
+            line = append_mix_event(session, event).line
             os.write(fd, line)
             os.fsync(fd)
             count += 1

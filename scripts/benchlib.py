@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -65,6 +65,38 @@ def alternating_medians(works: dict[str, Callable[[], object]], repeats: int) ->
             work()
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def append_mix_event(target: Any, event: dict[str, Any]) -> Any:
+    """Append one mix event to a LiveSession or a bare Session; return the SessionEvent."""
+    return target.append(
+        event["type"],
+        event["data"],
+        surface_op=event.get("surfaceOp"),
+        source_event_seqs=event.get("sourceEventSeqs"),
+    )
+
+
+def flush_each_rate(live: Any, events: Sequence[dict[str, Any]], seconds: float) -> float:
+    """Events/s of append + flush per event on ``live`` (each durable before the next).
+
+    Stops after ``seconds`` or at the end of ``events``, whichever comes first; closes ``live``.
+    """
+    count = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + seconds
+        now = start
+        for event in events:
+            append_mix_event(live, event)
+            live.flush()
+            count += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+    finally:
+        live.close()
+    return count / (now - start)
 
 
 def write_v4_log(path: Path, target_bytes: int, session_id: str) -> tuple[int, int]:
