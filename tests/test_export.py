@@ -305,35 +305,10 @@ def test_control_characters_in_the_log_are_shown_escaped(tmp_path: Path, fmt: An
 
 
 def test_markdown_export_to_a_terminal_cannot_clear_it(tmp_path: Path) -> None:
-    import pty
-
-    from tests.cli.conftest import CONSOLE_SCRIPT
+    from tests.cli.conftest import run_script_on_terminal
 
     log = _control_log(tmp_path / "store")
-    leader, follower = pty.openpty()
-    try:
-        done = subprocess.run(
-            [str(CONSOLE_SCRIPT), "export", str(log)],
-            stdout=follower,
-            stderr=subprocess.PIPE,
-            timeout=60,
-            check=False,
-        )
-        os.close(follower)
-        follower = -1
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # EIO once the follower side is closed and drained
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        if follower >= 0:
-            os.close(follower)
-        os.close(leader)
+    done, shown = run_script_on_terminal("export", log, terminal="stdout")
     assert done.returncode == 0, done.stderr
     assert shown.startswith(b"# Session s1")
     assert b"\x1b" not in shown and b"\xc2\x9b" not in shown and b"\x07" not in shown

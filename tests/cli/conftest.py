@@ -134,6 +134,41 @@ def run_script(
     )
 
 
+def run_script_on_terminal(
+    *args: str | os.PathLike[str], terminal: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run the console script with its ``terminal`` stream (``"stdout"`` or ``"stderr"``) on
+    a pseudo-terminal and the other piped: the finished process and what the terminal got."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(CONSOLE_SCRIPT), *(os.fspath(arg) for arg in args)],
+            stdout=follower if terminal == "stdout" else subprocess.PIPE,
+            stderr=follower if terminal == "stderr" else subprocess.PIPE,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO once the follower side is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    return done, shown
+
+
 @pytest.fixture
 def store_root(tmp_path: Path) -> Path:
     """A store with one clean session (two turns) and one whose last turn is open."""

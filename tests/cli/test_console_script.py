@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import (
-    CONSOLE_SCRIPT,
     copy_tree,
     record_session,
     run_script,
+    run_script_on_terminal,
     snapshot_tree,
 )
 
@@ -100,36 +100,10 @@ def test_migrate_repair_cat_inspect_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("command", "label"), [("verify", "verifying"), ("repair", "repairing")])
 def test_progress_bar_only_on_a_terminal_stderr(tmp_path: Path, command: str, label: str) -> None:
-    import pty
-    import subprocess
-
     for index in range(7):
         record_session(tmp_path / "store", f"s{index}", turns=1)
-    leader, follower = pty.openpty()
-    try:
-        done = subprocess.run(
-            [str(CONSOLE_SCRIPT), command, str(tmp_path / "store")],
-            stdout=subprocess.PIPE,
-            stderr=follower,
-            env={k: v for k, v in os.environ.items() if k != "NO_COLOR"},
-            timeout=60,
-            check=False,
-        )
-        os.close(follower)
-        follower = -1
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        if follower >= 0:
-            os.close(follower)
-        os.close(leader)
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    done, shown = run_script_on_terminal(command, tmp_path / "store", terminal="stderr", env=env)
     assert done.returncode == 0
     assert label.encode() in shown
     assert label.encode() not in done.stdout and b"\x1b[" not in done.stdout
