@@ -223,21 +223,13 @@ def list_sessions(url: str) -> list[dict[str, Any]]:
     """
     from .jsonl.rows import read_header_line
     from .model import SESSION_FORMAT_VERSION
+    from .summary import blank_list_row
 
     rows: list[dict[str, Any]] = []
     with open_store(url) as store:
         for stored in store.backend.stored_sessions():
             name = session_name(url, stored.session_id)
-            row: dict[str, Any] = {
-                "id": None,
-                "cwd": None,
-                "created": None,
-                "version": None,
-                "events": None,
-                "status": "not-a-session",
-                "path": name,
-                "misfiled": False,
-            }
+            row = blank_list_row(name)
             try:
                 info = read_header_line(stored.header, path=name)
             except UnsupportedVersionError:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NotASessionDirectoryError",
+    "blank_list_row",
     "inspection_summary",
     "iter_v4_lines",
     "list_store",
@@ -206,6 +207,21 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def blank_list_row(path: str) -> dict[str, Any]:
+    """A ``dsh-store list`` row for ``path`` before its header is read: every fact None,
+    status ``not-a-session``, not misfiled (the JSONL and PostgreSQL listings start here)."""
+    return {
+        "id": None,
+        "cwd": None,
+        "created": None,
+        "version": None,
+        "events": None,
+        "status": "not-a-session",
+        "path": path,
+        "misfiled": False,
+    }
+
+
 def session_row(log: Path, *, root: Path | None = None) -> dict[str, Any]:
     """``{id, cwd, created, version, events, status, path, misfiled}`` of one log, cheaply.
 
@@ -229,16 +245,7 @@ def session_row(log: Path, *, root: Path | None = None) -> dict[str, Any]:
     ``events`` is None rather than negative. :func:`list_store` skips a row whose header
     was read but has no string id.
     """
-    row: dict[str, Any] = {
-        "id": None,
-        "cwd": None,
-        "created": None,
-        "version": None,
-        "events": None,
-        "status": "not-a-session",
-        "path": str(log),
-        "misfiled": False,
-    }
+    row = blank_list_row(str(log))
     try:
         info = LogScanner(log).read_header()
     except DshStoreError as error:
