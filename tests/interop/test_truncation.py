@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +68,45 @@ def offsets(data: bytes, rng: random.Random) -> list[int]:
     return sorted(offset for offset in chosen if offset <= len(data))
 
 
+def sweep(
+    upstream: Upstream,
+    session: str,
+    source: Path,
+    chosen: list[int],
+    scratch: Path,
+    *,
+    compression: str,
+) -> list[tuple[int, Verdict, Verdict]]:
+    """``(offset, upstream's verdict, ours)`` for each ``chosen`` prefix of ``source``, the
+    log of ``session``.
+
+    Upstream judges each prefix written as the session's transcript under
+    ``scratch/upstream`` (``compression`` ``"none"`` or ``"zstd"``); dsh-store reads the same
+    bytes under ``source``'s name in a session directory under ``scratch/ours``.
+    """
+    data = source.read_bytes()
+    command = {
+        "op": "sweep",
+        "root": str(scratch / "upstream"),
+        "compression": compression,
+        "id": session,
+        "cwd": CWD,
+        "source": str(source),
+        "messages": True,
+    }
+    reports = []
+    for start in range(0, len(chosen), SWEEP_BATCH):
+        batch = chosen[start : start + SWEEP_BATCH]
+        reports += run_driver(upstream, {**command, "offsets": batch})["results"]
+    prefix = scratch / "ours" / "--home-dev-project--" / session / source.name
+    prefix.parent.mkdir(parents=True)
+    verdicts = []
+    for offset, report in zip(chosen, reports, strict=True):
+        prefix.write_bytes(data[:offset])
+        verdicts.append((offset, theirs(report), ours(prefix)))
+    return verdicts
+
+
 @pytest.fixture(scope="session")
 def cuts(
     upstream: Upstream, written: dict[bool, Written], tmp_path_factory: pytest.TempPathFactory
@@ -75,28 +115,13 @@ def cuts(
     found: list[Cut] = []
     for packed, session in SWEPT:
         source = written[packed].log(session)
-        data = source.read_bytes()
         rng = random.Random(f"{SEED}-sweep-{packed}-{session}")
-        chosen = offsets(data, rng)
+        chosen = offsets(source.read_bytes(), rng)
         scratch = tmp_path_factory.mktemp("sweep")
-        command = {
-            "op": "sweep",
-            "root": str(scratch / "upstream"),
-            "compression": "none",
-            "id": session,
-            "cwd": CWD,
-            "source": str(source),
-            "messages": True,
-        }
-        reports = []
-        for start in range(0, len(chosen), SWEEP_BATCH):
-            batch = chosen[start : start + SWEEP_BATCH]
-            reports += run_driver(upstream, {**command, "offsets": batch})["results"]
-        prefix = scratch / "ours" / "--home-dev-project--" / session / "session.jsonl"
-        prefix.parent.mkdir(parents=True)
-        for offset, report in zip(chosen, reports, strict=True):
-            prefix.write_bytes(data[:offset])
-            found.append(Cut(packed, session, offset, theirs(report), ours(prefix)))
+        for offset, upstream_verdict, our_verdict in sweep(
+            upstream, session, source, chosen, scratch, compression="none"
+        ):
+            found.append(Cut(packed, session, offset, upstream_verdict, our_verdict))
     print(f"\ntruncation sweep: {len(found)} crash states compared (seed {SEED})")
     return found
 

@@ -25,9 +25,7 @@ import pytest
 
 from dsh_store.jsonl.zstd_frames import FrameScanner
 from tests.interop.conftest import SEED, Written
-from tests.interop.harness import ours, run_driver, theirs
-from tests.interop.scenarios import CWD
-from tests.interop.test_truncation import SWEEP_BATCH, SWEPT, Cut
+from tests.interop.test_truncation import SWEPT, Cut, sweep
 from tests.interop.upstream import Upstream
 
 pytestmark = pytest.mark.requires("upstream")
@@ -67,27 +65,13 @@ def zstd_cuts(
     found: list[Cut] = []
     for packed, session in SWEPT:
         source = written_zstd[packed].log(session)
-        data = source.read_bytes()
-        chosen = offsets(data, random.Random(f"{SEED}-zstd-sweep-{packed}-{session}"))
+        rng = random.Random(f"{SEED}-zstd-sweep-{packed}-{session}")
+        chosen = offsets(source.read_bytes(), rng)
         scratch = tmp_path_factory.mktemp("zstd-sweep")
-        command = {
-            "op": "sweep",
-            "root": str(scratch / "upstream"),
-            "compression": "zstd",
-            "id": session,
-            "cwd": CWD,
-            "source": str(source),
-            "messages": True,
-        }
-        reports = []
-        for start in range(0, len(chosen), SWEEP_BATCH):
-            batch = chosen[start : start + SWEEP_BATCH]
-            reports += run_driver(upstream, {**command, "offsets": batch})["results"]
-        prefix = scratch / "ours" / "--home-dev-project--" / session / "session.jsonl.zstd"
-        prefix.parent.mkdir(parents=True)
-        for offset, report in zip(chosen, reports, strict=True):
-            prefix.write_bytes(data[:offset])
-            found.append(Cut(packed, session, offset, theirs(report), ours(prefix)))
+        for offset, upstream_verdict, our_verdict in sweep(
+            upstream, session, source, chosen, scratch, compression="zstd"
+        ):
+            found.append(Cut(packed, session, offset, upstream_verdict, our_verdict))
     print(f"\nzstd truncation sweep: {len(found)} crash states compared (seed {SEED})")
     return found
 
