@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (
     REPO,
     Report,
-    append_mix_event,
     flush_each_rate,
     load_limits,
+    saturation_run,
     write_v4_log,
 )
 
@@ -155,19 +155,7 @@ def saturation(store: Any, events: Sequence[Event], seconds: float) -> float:
     """Events/s of one producer appending as fast as it can for ``seconds`` (or until the
     mix is used up), then one flush (the clock stops when every event is durable)."""
     live = store.new(f"saturation-{uuid.uuid4().hex[:8]}")
-    count = 0
-    try:
-        start = time.perf_counter()
-        deadline = start + seconds
-        for event in events:
-            append_mix_event(live, event)
-            count += 1
-            if count % 64 == 0 and time.perf_counter() >= deadline:
-                break
-        live.flush()
-        elapsed = time.perf_counter() - start
-    finally:
-        live.close()
+    count, elapsed = saturation_run(live, events, seconds)
     # A producer that used up the mix before ``seconds`` ran ahead of the writer: the clock
     # still stops only when the last event is durable, so the rate stays the durable one.
     return count / elapsed

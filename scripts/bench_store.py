@@ -44,6 +44,7 @@ from benchlib import (
     flush_each_rate,
     load_limits,
     peak_rss_kib,
+    saturation_run,
     write_v4_log,
 )
 
@@ -127,19 +128,7 @@ def store_saturation(
     """
     store = JsonlStore(root, window_s=window_s)
     live = store.new(f"saturation-{time.monotonic_ns()}")
-    count = 0
-    try:
-        start = time.perf_counter()
-        deadline = start + seconds if seconds is not None else float("inf")
-        for event in events:
-            append_mix_event(live, event)
-            count += 1
-            if count % 64 == 0 and time.perf_counter() >= deadline:
-                break
-        live.flush()
-        elapsed = time.perf_counter() - start
-    finally:
-        live.close()
+    count, elapsed = saturation_run(live, events, seconds)
     if seconds is not None and count == len(events):
         raise RuntimeError(f"the mix ran out after {count} events; use more turns")
     return count / elapsed

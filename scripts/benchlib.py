@@ -77,6 +77,28 @@ def append_mix_event(target: Any, event: dict[str, Any]) -> Any:
     )
 
 
+def saturation_run(
+    live: Any, events: Sequence[dict[str, Any]], seconds: float | None
+) -> tuple[int, float]:
+    """``(events appended, seconds)`` of one producer appending to ``live`` as fast as it can
+    for ``seconds`` (None: no limit) or until ``events`` run out, then one flush: the clock
+    stops when every event is durable. Closes ``live``."""
+    count = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + seconds if seconds is not None else float("inf")
+        for event in events:
+            append_mix_event(live, event)
+            count += 1
+            if count % 64 == 0 and time.perf_counter() >= deadline:
+                break
+        live.flush()
+        elapsed = time.perf_counter() - start
+    finally:
+        live.close()
+    return count, elapsed
+
+
 def flush_each_rate(live: Any, events: Sequence[dict[str, Any]], seconds: float) -> float:
     """Events/s of append + flush per event on ``live`` (each durable before the next).
 
