@@ -66,16 +66,18 @@ class Settings:
 
     runs: int
     seconds: float  # duration of each time-bounded run, ours and the baselines
-    saturation_turns: int  # turns of the long mix our saturation producer draws from
+    # Turns of the long mix the time-bounded producers draw from: enough that a fast, idle
+    # machine does not exhaust it within ``seconds`` (the run refuses a mix that ran out).
+    saturation_turns: int
     restore_runs: int
     rss_log_bytes: int
 
 
 QUICK = Settings(
-    runs=3, seconds=0.3, saturation_turns=1000, restore_runs=3, rss_log_bytes=100_000_000
+    runs=3, seconds=0.3, saturation_turns=2500, restore_runs=3, rss_log_bytes=100_000_000
 )
 FULL = Settings(
-    runs=5, seconds=1.0, saturation_turns=2500, restore_runs=5, rss_log_bytes=500_000_000
+    runs=5, seconds=1.0, saturation_turns=6000, restore_runs=5, rss_log_bytes=500_000_000
 )
 RESTORE_LOG_BYTES = 50_000_000
 SQLITE_BATCH = 512
