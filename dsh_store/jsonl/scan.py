@@ -156,6 +156,18 @@ class _Defect(NamedTuple):
     offset: int
     seq: int
 
+    def committed(self, path: str, evidence: str, *, offset: int | None = None) -> CorruptLogError:
+        """The refusal of this defect as committed corruption; ``evidence`` (which starts
+        with its own separator) says what shows the region was committed."""
+        return CorruptLogError(
+            path,
+            f"{self.message} [{self.rule}]{evidence}",
+            line=self.line,
+            offset=self.offset if offset is None else offset,
+            seq=self.seq,
+            rule=self.rule,
+        )
+
 
 class LogScanner:
     """Stream the committed prefix of one session log file (see the module docstring).
@@ -736,14 +748,10 @@ class LogScanner:
         """Raise CorruptLogError when the defect starts below the durable watermark."""
         durable = self._durable_size
         if durable is not None and defect.offset < durable:
-            raise CorruptLogError(
+            raise defect.committed(
                 self.path,
-                f"{defect.message} [{defect.rule}]; it lies below byte {durable}, which its "
+                f"; it lies below byte {durable}, which its "
                 "writer saw fsynced, so it was acknowledged and cannot be a crash tail",
-                line=defect.line,
-                offset=defect.offset,
-                seq=defect.seq,
-                rule=defect.rule,
             )
 
     def _refuse_duplicate_keys(self, raw: bytes, line_no: int, offset: int, seq: int) -> None:
@@ -805,14 +813,10 @@ class LogScanner:
         fault is its seq (docs/format.md §3.1): a crash leaves a prefix of what a writer
         wrote, never a whole line with a seq that writer did not give it, and this line is
         itself the marker of a closed turn, which DSH also refuses as committed."""
-        raise CorruptLogError(
+        raise defect.committed(
             self.path,
-            f"{defect.message} [{defect.rule}]; the line is a complete turn/end row with a "
+            "; the line is a complete turn/end row with a "
             "wrong seq, which no interrupted write leaves, so this region was committed",
-            line=defect.line,
-            offset=defect.offset,
-            seq=defect.seq,
-            rule=defect.rule,
         )
 
     def _look_for_commit(
@@ -849,14 +853,9 @@ class LogScanner:
             if type(value) is not dict:
                 continue
             if value.get("type") == "turn/end":
-                raise CorruptLogError(
+                raise defect.committed(
                     self.path,
-                    f"{defect.message} [{defect.rule}]; the turn/end at line {line_no} "
-                    "shows this region was committed",
-                    line=defect.line,
-                    offset=defect.offset,
-                    seq=defect.seq,
-                    rule=defect.rule,
+                    f"; the turn/end at line {line_no} shows this region was committed",
                 )
             if not need_row or row_problem(value, version) is not None:
                 continue
@@ -869,14 +868,10 @@ class LogScanner:
                 if defect_nul
                 else "a crash leaves no valid line after damage that holds no NUL byte"
             )
-            raise CorruptLogError(
+            raise defect.committed(
                 self.path,
-                f"{defect.message} [{defect.rule}]; line {line_no} is a complete, valid row "
+                f"; line {line_no} is a complete, valid row "
                 f"continuing the seqs (seq {seq}) and {why}, so this region was committed",
-                line=defect.line,
-                offset=defect.offset,
-                seq=defect.seq,
-                rule=defect.rule,
             )
 
 
@@ -915,15 +910,12 @@ class _ZstdFrames:
         frame = self.current
         assert frame is not None
         if not frame.torn:
-            raise CorruptLogError(
+            raise defect.committed(
                 self.scanner.path,
-                f"{defect.message} [{defect.rule}], inside the complete frame {frame.frame} "
+                f", inside the complete frame {frame.frame} "
                 f"at byte {frame.offset}: its checksum shows the writer wrote these bytes, so "
                 "they are committed, not a crash tail",
-                line=defect.line,
                 offset=frame.offset,
-                seq=defect.seq,
-                rule=defect.rule,
             )
         for _ in rest:
             pass
