@@ -4,7 +4,10 @@ A zstd session log is a concatenation of independent zstd frames (RFC 8878 §3.1
 module walks each frame's magic number, frame header descriptor, optional window
 descriptor, dictionary id and content size, every 3-byte block header (skipping over the
 block payloads) and the optional 4-byte checksum trailer. It never decompresses, so it
-needs no zstd binding, and it holds at most one read window (1 MiB) of the file.
+needs no zstd binding, and it holds at most one read window of the file (1 MiB, or one
+frame when that is larger). A plain complete frame is read in one pass over the window
+(:func:`_plain_frame`); anything else takes the precise walk (:func:`_frame`), which says
+what it is.
 
 What the scan of the bytes after the last complete frame finds (docs/format.md, "zstd
 encoding"):
@@ -129,20 +132,38 @@ class _Source:
         self._fd = fd
         self._data = data
         self.size = size
-        self._window = b""
-        self._base = 0
+        self.window = b"" if data is None else data
+        self.base = 0
 
     def get(self, offset: int, length: int) -> bytes:
         """Up to ``length`` bytes at ``offset`` (fewer only at the end of the file)."""
         if self._data is not None:
             return self._data[offset : offset + length]
-        start = offset - self._base
-        if start < 0 or start + length > len(self._window):
-            assert self._fd is not None
-            self._window = os.pread(self._fd, max(length, _READ_WINDOW), offset)
-            self._base = offset
+        start = offset - self.base
+        if start < 0 or start + length > len(self.window):
+            self.refill(offset, length)
             start = 0
-        return self._window[start : start + length]
+        return self.window[start : start + length]
+
+    def refill(self, offset: int, length: int = 0) -> None:
+        """Read the window anew from ``offset``: at least ``length`` bytes where the file has
+        them (for bytes, the window is always all of them)."""
+        if self._data is None:
+            assert self._fd is not None
+            self.window = os.pread(self._fd, max(length, _READ_WINDOW), offset)
+            self.base = offset
+
+    def covers(self, offset: int, end: int) -> bool:
+        """Whether the window holds all of bytes ``[offset, end)``."""
+        return self.base <= offset and end <= self.base + len(self.window)
+
+    def view(self, offset: int, end: int) -> memoryview:
+        """Bytes ``[offset, end)`` (inside the file) as a view of the window, read first when
+        the window does not hold them all: no copy of bytes already read."""
+        if not self.covers(offset, end):
+            self.refill(offset, end - offset)
+        start = offset - self.base
+        return memoryview(self.window)[start : start + end - offset]
 
 
 class FrameScanner:
@@ -176,42 +197,60 @@ class FrameScanner:
 
     def frames(self) -> Iterator[FrameSpan]:
         """Yield each complete frame; the summary attributes are final afterwards."""
-        self._reset()
-        if self._data is not None:
-            yield from self._walk(_Source(None, self._data, len(self._data)))
-            return
-        if self._fd is not None:
-            yield from self._walk(_Source(self._fd, None, os.fstat(self._fd).st_size))
-            return
-        assert self.path is not None
-        fd = open_log(self.path)
-        try:
-            yield from self._walk(_Source(fd, None, os.fstat(fd).st_size))
-        finally:
-            os.close(fd)
+        for span, _ in self._frames(with_bytes=False):
+            yield span
+
+    def frames_with_bytes(self) -> Iterator[tuple[FrameSpan, memoryview]]:
+        """:meth:`frames`, each with the frame's bytes: a view of the read window, valid
+        until the caller lets go of it (the window is never written to, only replaced)."""
+        for span, frame in self._frames(with_bytes=True):
+            assert frame is not None
+            yield span, frame
 
     def scan(self) -> list[FrameSpan]:
         """All complete frames as a list (for small logs and tests)."""
         return list(self.frames())
 
-    def _walk(self, source: _Source) -> Iterator[FrameSpan]:
+    def _frames(self, with_bytes: bool) -> Iterator[tuple[FrameSpan, memoryview | None]]:
+        self._reset()
+        if self._data is not None:
+            yield from self._walk(_Source(None, self._data, len(self._data)), with_bytes)
+            return
+        if self._fd is not None:
+            source = _Source(self._fd, None, os.fstat(self._fd).st_size)
+            yield from self._walk(source, with_bytes)
+            return
+        assert self.path is not None
+        fd = open_log(self.path)
+        try:
+            yield from self._walk(_Source(fd, None, os.fstat(fd).st_size), with_bytes)
+        finally:
+            os.close(fd)
+
+    def _walk(
+        self, source: _Source, with_bytes: bool
+    ) -> Iterator[tuple[FrameSpan, memoryview | None]]:
         self.file_size = size = source.size
         offset = 0
         while offset < size:
-            blocks: list[int] = []
-            state = {"skippable": False}
-            try:
-                span = _frame(source, offset, blocks, state)
-            except _Torn as torn:
-                self.torn = TornFrame(
-                    offset, size - offset, torn.where, state["skippable"], tuple(blocks)
-                )
-                break
-            except _Bad as bad:
-                self._classify_non_frame(source, offset, bad)
-                break
+            span = _plain_frame(source, offset)
+            if span is None:
+                # Anything but a plain complete frame (a torn one, a defect, a skippable
+                # frame, a dictionary id field) takes the precise walk, which names it.
+                blocks: list[int] = []
+                state = {"skippable": False}
+                try:
+                    span = _frame(source, offset, blocks, state)
+                except _Torn as torn:
+                    self.torn = TornFrame(
+                        offset, size - offset, torn.where, state["skippable"], tuple(blocks)
+                    )
+                    break
+                except _Bad as bad:
+                    self._classify_non_frame(source, offset, bad)
+                    break
             self.end = offset = span.end
-            yield span
+            yield span, source.view(span.offset, span.end) if with_bytes else None
         self.finished = True
 
     def _classify_non_frame(self, source: _Source, offset: int, bad: _Bad) -> None:
@@ -269,6 +308,68 @@ def _first_nonzero(source: _Source, offset: int) -> int | None:
         if stripped:
             return position + len(block) - len(stripped)
         position += len(block)
+    return None
+
+
+_HEADER_MAX = 4 + 1 + 1 + 4 + 8  # magic, descriptor, window, dictionary id, content size
+
+
+def _plain_frame(source: _Source, start: int) -> FrameSpan | None:
+    """The frame at ``start`` when it is a plain complete zstd frame, else None.
+
+    The fast path of the walk, over the read window with no exceptions and no per-field
+    reads: it accepts only what :func:`_frame` accepts and builds the same span from it
+    (magic, no reserved or unused bit, no dictionary id field, blocks of the types and sizes
+    RFC 8878 allows, all bytes up to the checksum trailer present), so a None sends the
+    frame to :func:`_frame`, which finds what it is.
+    """
+    if not source.covers(start, min(start + _HEADER_MAX, source.size)):
+        source.refill(start)
+    for attempt in (0, 1):
+        window = source.window
+        base = source.base
+        limit = len(window)
+        i = start - base
+        if window[i : i + 4] != MAGIC or i + 5 > limit:
+            return None
+        descriptor = window[i + 4]
+        if descriptor & 0x1B:  # reserved bit, unused bit or a dictionary id field
+            return None
+        fcs_flag = descriptor >> 6
+        window_size = 0 if descriptor & 0x20 else 1
+        fcs_size = 1 if fcs_flag == 0 and not window_size else _FCS_SIZES[fcs_flag]
+        position = i + 5 + window_size + fcs_size
+        content_size: int | None = None
+        if fcs_size:
+            content_size = int.from_bytes(window[i + 5 + window_size : position], "little")
+            if fcs_size == 2:
+                content_size += 256
+        blocks: list[int] = []
+        while position + 3 <= limit:
+            block_header = window[position] | window[position + 1] << 8 | window[position + 2] << 16
+            block_type = (block_header >> 1) & 3
+            block_size = block_header >> 3
+            if block_type == 3 or block_size > BLOCK_SIZE_MAX:
+                return None
+            position += 3 + (1 if block_type == 1 else block_size)
+            blocks.append(base + position)
+            if block_header & 1:
+                if descriptor & 0x04:
+                    position += 4
+                if position > limit:
+                    break
+                return FrameSpan(
+                    start,
+                    base + position,
+                    False,
+                    content_size,
+                    bool(descriptor & 0x04),
+                    tuple(blocks),
+                )
+        # The window ended inside the frame: read it from the frame's start, once.
+        if attempt or base == start or base + limit >= source.size:
+            return None
+        source.refill(start)
     return None
 
 
