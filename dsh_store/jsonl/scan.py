@@ -710,12 +710,13 @@ class LogScanner:
     def _scan_zstd(self, fd: int) -> Iterator[ScannedRow]:
         """The line scan over a zstd log's decoded frames; row offsets are frame offsets."""
         frames = _ZstdFrames(self)
-        for row in self._scan(fd, frames):
+        new_row = tuple.__new__  # as in _scan: a NamedTuple's _replace costs a few calls
+        for line, _, raw, value, first_seq, seq_count in self._scan(fd, frames):
             frame = frames.current
             assert frame is not None
             if frame.torn:
-                self._recovered_events += row.seq_count
-            yield row._replace(offset=frame.offset)
+                self._recovered_events += seq_count
+            yield new_row(ScannedRow, (line, frame.offset, raw, value, first_seq, seq_count))
 
     def _check_watermark(self, first_line: bytes) -> None:
         """Adopt the watermark read before the open if it names this log; refuse a log

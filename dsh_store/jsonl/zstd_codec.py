@@ -7,7 +7,8 @@ any file is touched. :class:`ZstdLogReader` walks a log with
 :class:`~dsh_store.jsonl.zstd_frames.FrameScanner` and decompresses each complete frame
 with its checksum verified, then decodes a torn final frame incrementally for its complete
 lines (without a checksum: its trailer is missing). It yields :class:`FramePlaintext` rows
-for the line-level scan and ends with a :class:`ZstdScanOutcome`.
+for the line-level scan and ends with a :class:`ZstdScanOutcome`. On a larger log a worker
+thread decodes a bounded amount ahead of the caller (docs/format.md §7, "Read-ahead").
 
 The zstd binding (``zstandard``, the ``dsh-store[zstd]`` extra) is imported on first use,
 so ``import dsh_store`` never loads it; without it every entry point raises
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import CorruptFrameError, ZstdUnavailableError
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LEVEL",
+    "READ_AHEAD_BYTES",
+    "READ_AHEAD_MIN_BYTES",
     "DecodedLog",
     "FrameEncoder",
     "FramePlaintext",
@@ -158,6 +162,17 @@ class ZstdScanOutcome(NamedTuple):
         )
 
 
+_Decoded = Generator[tuple["FramePlaintext", int], None, None]
+"""Each data frame of a log with its plaintext size (``ZstdLogReader._decode``)."""
+
+READ_AHEAD_BYTES = 2 << 20
+"""Plaintext bytes :class:`ZstdLogReader` decodes ahead of its caller, on a worker thread."""
+
+READ_AHEAD_MIN_BYTES = 256 << 10
+"""Frame bytes after the header frame from which :class:`ZstdLogReader` reads ahead: on a
+smaller log, starting a thread costs about what decoding all of it does."""
+
+
 class ZstdLogReader:
     """Read one ``.jsonl.zstd`` log frame by frame (see the module docstring).
 
@@ -165,44 +180,88 @@ class ZstdLogReader:
     first defect; :attr:`outcome` is final once it is exhausted. With ``strict`` (the
     default) a defect raises :class:`~dsh_store.errors.CorruptFrameError` naming the
     frame's byte offset after the frames before it were yielded, as the raw scanner
-    raises ``CorruptLogError``. Memory is one frame's bytes and plaintext.
+    raises ``CorruptLogError``.
+
+    With ``read_ahead`` (the default), the frames after the first are scanned and
+    decompressed on a worker thread while the caller works on the ones before (the
+    binding decompresses without the GIL), at most :data:`READ_AHEAD_BYTES` of
+    plaintext ahead: memory is then at most twice that (the queue, the part the caller
+    took from it), one decoding batch, a few frames and two read windows. The worker ends when the
+    iteration does, however it ends (exhausted, closed, an error or an interrupt in the
+    caller). Without it, memory is one frame's bytes and plaintext. Both yield the same
+    frames and end the same way.
     """
 
-    def __init__(self, source: str | os.PathLike[str] | bytes, *, strict: bool = True) -> None:
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | bytes,
+        *,
+        strict: bool = True,
+        read_ahead: bool = True,
+    ) -> None:
         self.path = "<bytes>" if isinstance(source, bytes) else os.fspath(source)
         self._source = source
         self._strict = strict
+        self._read_ahead = read_ahead
         self.outcome: ZstdScanOutcome | None = None
 
-    def frames(self) -> Iterator[FramePlaintext]:
+    def frames(self) -> Generator[FramePlaintext, None, None]:
         """Yield each data frame's lines; raise CorruptFrameError when ``strict``."""
         zstd = _zstd(self.path)
-        decompressor = zstd.ZstdDecompressor()
         self.outcome = None
+        self._file_size = 0
+        decoded = self._decode(zstd)
+        handed_over = False  # to the worker, which then closes it
+        try:
+            first = next(decoded, None)
+            if first is not None:
+                yield first[0]  # the header frame: a read of the header alone starts no thread
+                if self._read_ahead and self._file_size - first[0].end >= READ_AHEAD_MIN_BYTES:
+                    handed_over = True
+                    yield from _ahead(decoded, READ_AHEAD_BYTES)
+                else:
+                    for frame, _ in decoded:
+                        yield frame
+        finally:
+            if not handed_over:
+                decoded.close()  # its file, on an early exit
+        outcome = self.outcome
+        assert outcome is not None
+        if outcome.defect is not None and self._strict:
+            raise outcome.error(self.path)
+
+    def _decode(self, zstd: Any) -> _Decoded:
+        """Each data frame with its plaintext size; sets :attr:`outcome` at the end.
+
+        The one decoding of a log, whichever thread drives it (one at a time).
+        """
+        decompressor = zstd.ZstdDecompressor()
         read = _Reader(self._source)
         scanner = FrameScanner(self._source if read.fd is None else read.fd)
+        self._file_size = read.size
         index = 0
         skipped: list[tuple[int, int]] = []
         unchecked = 0
         defect: FrameDefect | None = None
         committed = 0
         try:
-            for span in scanner.frames():
+            complete = _complete_frames(decompressor, zstd, scanner.frames_with_bytes())
+            for span, plaintext, defect in complete:
                 if span.skippable:
                     skipped.append((span.offset, span.end))
                     committed = span.end
                     continue
-                plaintext, defect = _decode_complete(decompressor, zstd, read(span), span)
                 if defect is None:
                     defect = _lines_defect(plaintext, span.offset, index)
                 if defect is not None:
                     break
-                yield FramePlaintext(
-                    index, span.offset, span.end, plaintext.split(b"\n")[:-1], False
-                )
+                lines = plaintext.split(b"\n")
+                lines.pop()
+                yield FramePlaintext(index, span.offset, span.end, lines, False), len(plaintext)
                 unchecked += not span.checksum
                 committed = span.end
                 index += 1
+            complete.close()  # the frames it walked ahead of a defect
             torn = scanner.torn if defect is None else None
             if defect is None:
                 defect = scanner.defect
@@ -222,7 +281,10 @@ class ZstdLogReader:
             if torn is not None and not torn.skippable:
                 lines = _decode_torn(decompressor, zstd, read, torn)
                 recovered = len(lines)
-                yield FramePlaintext(index, torn.offset, torn.offset + torn.length, lines, True)
+                torn_frame = FramePlaintext(
+                    index, torn.offset, torn.offset + torn.length, lines, True
+                )
+                yield torn_frame, sum(map(len, lines)) + len(lines)
         finally:
             read.close()
         tail: TornFrame | ZeroFill | None = torn if torn is not None else scanner.zero_fill
@@ -245,8 +307,98 @@ class ZstdLogReader:
             skipped=tuple(skipped),
             unchecked=unchecked,
         )
-        if defect is not None and self._strict:
-            raise self.outcome.error(self.path)
+
+
+def _ahead(decoded: _Decoded, budget: int) -> Iterator[FramePlaintext]:
+    """Yield ``decoded``'s frames as a worker thread drives it, at most ``budget`` plaintext
+    bytes ahead (see :class:`ZstdLogReader`); the worker has ended when this does."""
+    queue = _ReadAhead(budget)
+    worker = threading.Thread(
+        target=queue.fill, args=(decoded,), name="dsh-store-zstd-read-ahead", daemon=True
+    )
+    worker.start()
+    try:
+        while True:
+            batch = queue.take()
+            if not batch:
+                break
+            yield from batch
+            del batch
+    finally:
+        queue.cancel()
+        worker.join()  # the worker closes ``decoded`` (its file) before it ends
+
+
+class _ReadAhead:
+    """A byte-bounded queue from the worker that drives the decoding to the caller.
+
+    Wake-ups are few: the worker, stopped at the budget, is woken only once the caller
+    has taken the queue (it takes everything queued at once), and the caller only when it
+    waits for an empty queue. A worker failure is raised in the caller, after the frames
+    queued before it.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._budget = budget
+        self._queue: list[FramePlaintext] = []
+        self._bytes = 0
+        self._done = False
+        self._error: BaseException | None = None
+        self._cancelled = False
+        self._taker_waits = False
+        self._filler_waits = False
+
+    def fill(self, decoded: _Decoded) -> None:
+        """The worker: queue each decoded frame, waiting while the budget is used up."""
+        error: BaseException | None = None
+        try:
+            for frame, size in decoded:
+                with self._lock:
+                    while self._bytes >= self._budget and not self._cancelled:
+                        self._filler_waits = True
+                        self._cond.wait()
+                    if self._cancelled:
+                        return
+                    self._queue.append(frame)
+                    self._bytes += size
+                    if self._taker_waits:
+                        self._taker_waits = False
+                        self._cond.notify_all()
+        except BaseException as failure:  # raised in the caller's thread, not lost here
+            error = failure
+        finally:
+            decoded.close()
+            with self._lock:
+                self._done = True
+                self._error = error
+                self._cond.notify_all()
+
+    def take(self) -> list[FramePlaintext]:
+        """Everything queued, waiting for some; empty at the end. Raises the worker's error."""
+        with self._lock:
+            while not self._queue and not self._done:
+                self._taker_waits = True
+                self._cond.wait()
+            batch = self._queue
+            if batch:
+                self._queue = []
+                self._bytes = 0
+                if self._filler_waits:
+                    self._filler_waits = False
+                    self._cond.notify_all()
+                return batch
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            return batch
+
+    def cancel(self) -> None:
+        """Stop the worker before its next frame (the caller stopped iterating)."""
+        with self._lock:
+            self._cancelled = True
+            self._cond.notify_all()
 
 
 def _tail_kind(tail: TornFrame | ZeroFill | None) -> str | None:
@@ -263,11 +415,10 @@ class _Reader:
         self.fd: int | None = None
         if isinstance(source, bytes):
             self._data = source
+            self.size = len(source)
         else:
             self.fd = open_log(os.fspath(source))
-
-    def __call__(self, span: FrameSpan) -> bytes:
-        return self.range(span.offset, span.end)
+            self.size = os.fstat(self.fd).st_size
 
     def range(self, start: int, end: int) -> bytes:
         if self._data is not None:
@@ -282,7 +433,7 @@ class _Reader:
 
 
 def _decode_complete(
-    decompressor: Any, zstd: Any, frame: bytes, span: FrameSpan
+    decompressor: Any, zstd: Any, frame: bytes | memoryview, span: FrameSpan
 ) -> tuple[bytes, FrameDefect | None]:
     """Decompress one complete frame with its checksum verified; a defect instead on failure.
 
@@ -294,8 +445,7 @@ def _decode_complete(
     # for a damaged header) is decoded in one call into a buffer of that size: the
     # checksum is verified there too, and the span holds exactly one frame.
     size = span.content_size
-    one_shot = size is not None and 0 < size <= len(span.blocks) * BLOCK_SIZE_MAX
-    stream = None if one_shot else decompressor.decompressobj()
+    stream = None if _one_shot(span) else decompressor.decompressobj()
     try:
         if stream is None:
             plaintext: bytes = decompressor.decompress(frame)
@@ -318,6 +468,79 @@ def _decode_complete(
             f"the frame at byte {span.offset} does not decode to one whole frame",
         )
     return plaintext, None
+
+
+_BATCH_BYTES = 256 << 10  # plaintext of the frames decompressed in one call, at most
+
+
+def _complete_frames(
+    decompressor: Any, zstd: Any, frames: Iterator[tuple[FrameSpan, memoryview]]
+) -> Generator[tuple[FrameSpan, bytes, FrameDefect | None], None, None]:
+    """Each complete frame's plaintext, or the defect that ends the log there, in file
+    order (a skippable frame with no plaintext); nothing after the first defect.
+
+    Frames with a declared content size go to the binding in batches of up to
+    :data:`_BATCH_BYTES` of plaintext, one call each, which verifies every frame's checksum
+    and content size and decompresses without the GIL (so a reader on another thread
+    waits for the GIL once per batch, not once per frame). A batch that fails anywhere is
+    decoded again frame by frame by :func:`_decode_complete`, which finds the first bad
+    frame and says why, exactly as without batches.
+    """
+    batch: list[tuple[FrameSpan, memoryview]] = []
+    size = 0
+    for span, frame in frames:
+        content_size = span.content_size
+        if span.skippable or not _one_shot(span):
+            for decoded in _decode_batch(decompressor, zstd, batch):
+                yield decoded
+                if decoded[2] is not None:
+                    return
+            batch, size = [], 0
+            if span.skippable:
+                yield span, b"", None
+                continue
+            plaintext, defect = _decode_complete(decompressor, zstd, frame, span)
+            yield span, plaintext, defect
+            if defect is not None:
+                return
+            continue
+        assert content_size is not None
+        batch.append((span, frame))
+        size += content_size
+        if size >= _BATCH_BYTES:
+            for decoded in _decode_batch(decompressor, zstd, batch):
+                yield decoded
+                if decoded[2] is not None:
+                    return
+            batch, size = [], 0
+    yield from _decode_batch(decompressor, zstd, batch)
+
+
+def _one_shot(span: FrameSpan) -> bool:
+    """Whether a frame declares a content size that its blocks can hold (so decoding into
+    a buffer of that size never makes a huge allocation for a damaged header)."""
+    size = span.content_size
+    return size is not None and 0 < size <= len(span.blocks) * BLOCK_SIZE_MAX
+
+
+def _decode_batch(
+    decompressor: Any, zstd: Any, batch: list[tuple[FrameSpan, memoryview]]
+) -> Iterator[tuple[FrameSpan, bytes, FrameDefect | None]]:
+    """The frames of a batch with their plaintexts, up to and with the first defect."""
+    if len(batch) > 1:
+        try:
+            decoded = decompressor.multi_decompress_to_buffer([frame for _, frame in batch])
+        except zstd.ZstdError:
+            pass  # a bad frame in the batch: find it, and its reason, one frame at a time
+        else:
+            for (span, _), segment in zip(batch, decoded, strict=True):
+                yield span, segment.tobytes(), None
+            return
+    for span, frame in batch:
+        plaintext, defect = _decode_complete(decompressor, zstd, frame, span)
+        yield span, plaintext, defect
+        if defect is not None:
+            return
 
 
 def _size_defect(span: FrameSpan) -> FrameDefect:

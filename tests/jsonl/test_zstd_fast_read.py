@@ -1,19 +1,91 @@
-"""The structural walk's fast path: it finds exactly what the precise walk finds.
+"""Reading zstd logs fast: the structural walk's fast path and the read-ahead worker thread.
 
-The fast walk is compared with the precise walk over every prefix and every bit flip of a
-log, over bytes and over a file read through small windows.
+Both must change nothing a reader finds: the fast walk is compared with the precise walk
+over every prefix and every bit flip of a log, the read-ahead reader with the plain one
+over damage in frames the worker decodes; the worker must end with the iteration (closed,
+failed, interrupted by a real SIGINT) and stay within its memory budget.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from dsh_store.errors import CorruptFrameError
 from dsh_store.jsonl import zstd_frames
-from dsh_store.jsonl.zstd_codec import FrameEncoder
+from dsh_store.jsonl.zstd_codec import (
+    READ_AHEAD_BYTES,
+    READ_AHEAD_MIN_BYTES,
+    FrameEncoder,
+    FramePlaintext,
+    ZstdLogReader,
+    _ahead,
+)
 from dsh_store.jsonl.zstd_frames import FrameScanner
-from tests.jsonl.zstd_helpers import build_log, raw_frame
+from tests.conftest import REPO
+from tests.jsonl.zstd_helpers import HEADER, build_log, event_line, raw_frame
+
+WORKER = "dsh-store-zstd-read-ahead"
+
+
+def _workers() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == WORKER]
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _noisy_batches(count: int, seed: int = 7, padding: int = 0) -> list[bytes]:
+    """``count`` batches of two events whose text barely compresses (random hex), so the
+    log's frames reach the read-ahead threshold; ``padding`` adds repetitive text."""
+    rng = random.Random(seed)
+    batches = []
+    for index in range(count):
+        seq = 2 * index
+        text = rng.randbytes(1200).hex() + "ab" * padding
+        batches.append(
+            event_line(seq, "user/message", text=text) + event_line(seq + 1, "step/end", turn=1)
+        )
+    return batches
+
+
+def _encode(batches: list[bytes]) -> tuple[bytes, list[tuple[int, int]]]:
+    encoder = FrameEncoder()
+    frames = [encoder.header_frame(HEADER), *map(encoder.batch_frame, batches)]
+    spans, offset = [], 0
+    for frame in frames:
+        spans.append((offset, offset + len(frame)))
+        offset += len(frame)
+    return b"".join(frames), spans
+
+
+@pytest.fixture(scope="module")
+def big_log() -> tuple[bytes, list[tuple[int, int]]]:
+    """A log whose frames after the header exceed the read-ahead threshold."""
+    log, spans = _encode(_noisy_batches(400))
+    assert log and len(log) - spans[0][1] >= 2 * READ_AHEAD_MIN_BYTES
+    return log, spans
+
+
+@pytest.fixture(scope="module")
+def long_log() -> bytes:
+    """A log of more than three read-ahead budgets of plaintext: a worker that keeps to its
+    budget is still running (waiting for room) when the caller has taken a few frames."""
+    batches = _noisy_batches(400, padding=9000)
+    assert sum(map(len, batches)) > 3 * READ_AHEAD_BYTES
+    return _encode(batches)[0]
 
 
 def _summary(scanner: FrameScanner) -> tuple[object, ...]:
@@ -104,3 +176,178 @@ def test_the_fast_walk_agrees_on_frames_it_leaves_to_the_precise_walk(
         for data in (log + variant, variant + log, log + variant + log):
             _walks(data, path=tmp_path / "v.zstd", monkeypatch=monkeypatch)
             _walks(data[:-5], path=tmp_path / "v.zstd", monkeypatch=monkeypatch)
+
+
+def _read(source: Path | bytes, read_ahead: bool) -> tuple[list[FramePlaintext], object]:
+    """Every frame a strict reader yields, and the error it ends with (or its outcome)."""
+    reader = ZstdLogReader(source, read_ahead=read_ahead)
+    frames: list[FramePlaintext] = []
+    try:
+        frames.extend(reader.frames())
+    except CorruptFrameError as error:
+        message = str(error).replace(reader.path, "<log>", 1)
+        return frames, (type(error), message, error.offset, error.frame, error.rule)
+    return frames, reader.outcome
+
+
+def test_a_defect_in_a_frame_the_worker_decodes_reports_as_without_it(
+    tmp_path: Path, big_log: tuple[bytes, list[tuple[int, int]]]
+) -> None:
+    log, spans = big_log
+    path = tmp_path / "session.jsonl.zstd"
+    refused = 0
+    for index in (2, 3, 40, len(spans) - 2, len(spans) - 1):
+        start, end = spans[index]
+        for position, mask in ((end - 1, 0x01), ((start + end) // 2, 0x10), (start, 0xFF)):
+            damaged = bytearray(log)
+            damaged[position] ^= mask
+            path.write_bytes(bytes(damaged))
+            plain = _read(path, read_ahead=False)
+            assert _read(path, read_ahead=True) == plain, (index, position)
+            assert _read(bytes(damaged), read_ahead=True) == plain, (index, position)
+            frames, ending = plain
+            assert [frame.frame for frame in frames] == list(range(len(frames)))
+            if isinstance(ending, tuple):  # refused: at the damaged frame, after the others
+                refused += 1
+                assert (ending[2], ending[3]) == (start, index), (index, position)
+                assert len(frames) == index
+    assert refused >= 13  # a flip inside a block may decode to the same checksummed bytes
+    # A torn final frame, zero fill and garbage after the last frame end alike too.
+    for tail in (log[spans[-1][0] : spans[-1][0] + 300], bytes(64), b"garbage"):
+        path.write_bytes(log + tail)
+        assert _read(path, read_ahead=True) == _read(path, read_ahead=False)
+
+
+def test_the_worker_starts_after_the_header_frame_and_ends_when_the_reader_is_closed(
+    tmp_path: Path, long_log: bytes
+) -> None:
+    path = tmp_path / "session.jsonl.zstd"
+    path.write_bytes(long_log)
+    before = _open_fds()
+    frames = ZstdLogReader(path).frames()
+    assert next(frames).frame == 0
+    assert _workers() == []  # a read of the header alone starts no thread
+    assert next(frames).frame == 1
+    assert len(_workers()) == 1
+    frames.close()
+    assert _workers() == []
+    assert _open_fds() == before
+    # A small log is read without a thread.
+    small, _ = build_log()
+    seen = []
+    for frame in ZstdLogReader(small).frames():
+        seen.append(_workers())
+        assert frame.lines
+    assert seen and seen[-1] == []
+
+
+def test_an_error_in_the_caller_ends_the_worker(tmp_path: Path, long_log: bytes) -> None:
+    path = tmp_path / "session.jsonl.zstd"
+    path.write_bytes(long_log)
+    before = _open_fds()
+
+    def consume() -> None:
+        for frame in ZstdLogReader(path).frames():
+            if frame.frame == 5:
+                assert len(_workers()) == 1
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        consume()
+    assert _workers() == []
+    assert _open_fds() == before
+
+
+def test_a_failure_in_the_worker_reaches_the_caller_after_the_frames_before_it() -> None:
+    """What the worker's decoding raises (an I/O error from a read) is raised in the
+    caller's thread once the frames decoded before it were yielded; the worker has ended."""
+    failure = OSError(errno.EIO, "Input/output error")
+
+    def decoded() -> Generator[tuple[FramePlaintext, int], None, None]:
+        for index in range(1, 4):
+            yield FramePlaintext(index, index, index + 1, [b"{}"], False), 3
+        raise failure
+
+    seen = []
+    with pytest.raises(OSError) as raised:
+        for frame in _ahead(decoded(), budget=4):
+            seen.append(frame.frame)
+    assert raised.value is failure
+    assert seen == [1, 2, 3]
+    assert _workers() == []
+
+
+_INTERRUPTED_CHILD = """
+import os, sys, threading, time
+from dsh_store.jsonl.zstd_codec import ZstdLogReader
+path = sys.argv[1]
+before = len(os.listdir("/proc/self/fd"))
+told = False
+try:
+    while True:  # until interrupted, mostly with a worker running
+        for frame in ZstdLogReader(path).frames():
+            if frame.frame == 3 and not told:
+                alive = [t for t in threading.enumerate() if t.name == "dsh-store-zstd-read-ahead"]
+                print("reading", len(alive), flush=True)
+                told = True
+            time.sleep(0.002)
+except KeyboardInterrupt:
+    workers = [t for t in threading.enumerate() if t.name == "dsh-store-zstd-read-ahead"]
+    print("interrupted", len(workers), len(os.listdir("/proc/self/fd")) - before, flush=True)
+"""
+
+
+def test_a_real_sigint_while_reading_ends_the_worker_and_closes_the_file(
+    tmp_path: Path, long_log: bytes
+) -> None:
+    path = tmp_path / "session.jsonl.zstd"
+    path.write_bytes(long_log)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTED_CHILD, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == "reading 1\n"  # a worker is running
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0
+    assert out == "interrupted 0 0\n"
+
+
+def _slowly(frames: Iterator[FramePlaintext]) -> Iterator[FramePlaintext]:
+    """Yield the frames, pausing once after the second so the worker can run ahead as far
+    as its budget lets it."""
+    for frame in frames:
+        yield frame
+        if frame.frame == 1:
+            time.sleep(0.5)
+
+
+def test_the_read_ahead_stays_within_its_memory_budget_on_a_large_log(tmp_path: Path) -> None:
+    """A 90 MB plaintext log of 3,000 frames, read by a caller that keeps nothing: the
+    memory Python holds stays near the budget, never the log (an unbounded read-ahead
+    would fill memory with decoded frames while the caller pauses)."""
+    batches = _noisy_batches(3000, padding=15_000)
+    log, spans = _encode(batches)
+    plaintext = len(HEADER) + sum(map(len, batches))
+    assert plaintext > 80_000_000 and len(log) - spans[0][1] >= READ_AHEAD_MIN_BYTES
+    path = tmp_path / "session.jsonl.zstd"
+    path.write_bytes(log)
+    del log, batches
+    largest = 2 * 1200 + 30_000 + 400
+    batch = 256 << 10  # plaintext decoded in one call of the binding
+    bound = 2 * (READ_AHEAD_BYTES + largest) + 2 * batch + 3 * largest + 2 * (1 << 20)
+    tracemalloc.start()
+    try:
+        count = 0
+        for frame in _slowly(ZstdLogReader(path).frames()):
+            count += 1
+            del frame
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == len(spans)
+    assert peak < bound, (peak, bound)
+    assert bound < plaintext // 10
