@@ -278,8 +278,9 @@ def test_a_failure_in_the_worker_reaches_the_caller_after_the_frames_before_it()
 
 
 _INTERRUPTED_CHILD = """
-import os, sys, threading, time
+import os, signal, sys, threading, time
 from dsh_store.jsonl.zstd_codec import ZstdLogReader
+signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with it ignored
 path = sys.argv[1]
 before = len(os.listdir("/proc/self/fd"))
 told = False
