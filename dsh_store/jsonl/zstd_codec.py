@@ -182,14 +182,15 @@ class ZstdLogReader:
     frame's byte offset after the frames before it were yielded, as the raw scanner
     raises ``CorruptLogError``.
 
-    With ``read_ahead`` (the default), the frames after the first are scanned and
-    decompressed on a worker thread while the caller works on the ones before (the
-    binding decompresses without the GIL), at most :data:`READ_AHEAD_BYTES` of
-    plaintext ahead: memory is then at most twice that (the queue, the part the caller
-    took from it), one decoding batch, a few frames and two read windows. The worker ends when the
-    iteration does, however it ends (exhausted, closed, an error or an interrupt in the
-    caller). Without it, memory is one frame's bytes and plaintext. Both yield the same
-    frames and end the same way.
+    With ``read_ahead`` (the default), on a log of :data:`READ_AHEAD_MIN_BYTES` or more
+    after the header frame, the frames after the first are scanned and decompressed on a
+    worker thread while the caller works on the ones before (the binding decompresses a
+    batch without the GIL), at most :data:`READ_AHEAD_BYTES` of plaintext ahead: memory is
+    then at most twice that (the queue, the part the caller took from it), one decoding
+    batch, a few frames and two read windows. The worker ends when the iteration does,
+    however it ends (exhausted, closed, an error or an interrupt in the caller). Without
+    it, memory is one decoding batch (:data:`_BATCH_BYTES` of plaintext, or one larger
+    frame) and the read windows it lies in. Both yield the same frames and end the same way.
     """
 
     def __init__(
@@ -644,7 +645,8 @@ class DecodedLog(NamedTuple):
 def decode_into(source: str | os.PathLike[str] | bytes, sink: BytesSink) -> ZstdScanOutcome:
     """Write the log's plaintext to ``sink``: every valid frame, then a torn final frame's
     complete lines. Never raises for a damaged log: a defect ends the output there and is
-    in the outcome. Memory is one frame."""
+    in the outcome. Memory is bounded as :class:`ZstdLogReader` says, whatever the log's
+    size."""
     reader = ZstdLogReader(source, strict=False)
     for frame in reader.frames():
         for line in frame.lines:
