@@ -485,13 +485,16 @@ def _complete_frames(
     and content size and decompresses without the GIL (so a reader on another thread
     waits for the GIL once per batch, not once per frame). A batch that fails anywhere is
     decoded again frame by frame by :func:`_decode_complete`, which finds the first bad
-    frame and says why, exactly as without batches.
+    frame and says why, exactly as without batches. The first frame (the header) is
+    decoded alone, so reading only the header decodes only that frame.
     """
     batch: list[tuple[FrameSpan, memoryview]] = []
     size = 0
+    first = True
     for span, frame in frames:
         content_size = span.content_size
-        if span.skippable or not _one_shot(span):
+        if first or span.skippable or not _one_shot(span):
+            first = False
             for decoded in _decode_batch(decompressor, zstd, batch):
                 yield decoded
                 if decoded[2] is not None:

@@ -19,11 +19,12 @@ import time
 import tracemalloc
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsh_store.errors import CorruptFrameError
-from dsh_store.jsonl import zstd_frames
+from dsh_store.jsonl import zstd_codec, zstd_frames
 from dsh_store.jsonl.zstd_codec import (
     READ_AHEAD_BYTES,
     READ_AHEAD_MIN_BYTES,
@@ -32,7 +33,7 @@ from dsh_store.jsonl.zstd_codec import (
     ZstdLogReader,
     _ahead,
 )
-from dsh_store.jsonl.zstd_frames import FrameScanner
+from dsh_store.jsonl.zstd_frames import FrameScanner, FrameSpan
 from tests.conftest import REPO
 from tests.jsonl.zstd_helpers import HEADER, build_log, event_line, raw_frame
 
@@ -352,3 +353,30 @@ def test_the_read_ahead_stays_within_its_memory_budget_on_a_large_log(tmp_path: 
     assert count == len(spans)
     assert peak < bound, (peak, bound)
     assert bound < plaintext // 10
+
+
+def test_reading_only_the_header_decodes_only_the_header_frame(
+    monkeypatch: pytest.MonkeyPatch, big_log: tuple[bytes, list[tuple[int, int]]]
+) -> None:
+    """A store lists sessions by their header lines: each must cost one tiny frame, not a
+    whole batch of the frames after it."""
+    decoded: list[int] = []
+    one, batch = zstd_codec._decode_complete, zstd_codec._decode_batch
+
+    def decode_one(decompressor: Any, zstd: Any, frame: Any, span: FrameSpan) -> Any:
+        decoded.append(span.offset)
+        return one(decompressor, zstd, frame, span)
+
+    def decode_batch(decompressor: Any, zstd: Any, frames: Any) -> Any:
+        decoded.extend(span.offset for span, _ in frames)
+        return batch(decompressor, zstd, frames)
+
+    monkeypatch.setattr(zstd_codec, "_decode_complete", decode_one)
+    monkeypatch.setattr(zstd_codec, "_decode_batch", decode_batch)
+    log, spans = big_log
+    frames = ZstdLogReader(log).frames()
+    assert next(frames).lines == [HEADER.rstrip(b"\n")]
+    frames.close()
+    assert decoded == [0]
+    assert len(list(ZstdLogReader(log).frames())) == len(spans)
+    assert sorted(set(decoded)) == [start for start, _ in spans]  # the spy saw every frame
