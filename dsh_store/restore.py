@@ -266,7 +266,8 @@ def open_located(
         header = header_from_row(info.value, log)
         return OpenedLog(scanner, info.version, header, events, None, rows)
     reading = lenient_source(scanner, lenient)
-    header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
+    with corruption_first(rows):  # a refused header: committed corruption further on wins
+        header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
     return OpenedLog(scanner, info.version, header, events, locate, rows)
 
 

@@ -23,7 +23,8 @@ import orjson
 import pytest
 
 from dsh_store.errors import CorruptLogError, EventValidationError, MigrationRefusedError
-from dsh_store.restore import decide, examine, read_outcome
+from dsh_store.migrate import migrate_file
+from dsh_store.restore import decide, examine, read_log, read_outcome
 
 from .helpers import CWD, complete_turn, make_store, open_tool_turn, snapshot
 
@@ -106,6 +107,17 @@ def _replaced(lines: list[bytes], **by_index: bytes) -> bytes:
 def _seeded(lines: list[bytes]) -> list[bytes]:
     """``lines`` with a seeded header and no ``session/end-seed`` marker (rule ``E``)."""
     return [lines[0].replace(b'"isSeeded":false', b'"isSeeded":true'), *lines[1:]]
+
+
+_REFUSED_V3_HEADER = orjson.dumps({**V3_HEADER, "createdAt": "x"}) + b"\n"
+"""An older header whose upgrade is no valid v4 header (``header-created-at``)."""
+
+
+def _v1_refused_at_its_header() -> bytes:
+    """A format-1 header the 1->2 edge refuses (``malformed-seed-length``), one event."""
+    header = {**V3_HEADER, "version": 1, "seedLength": -1}
+    del header["isSeeded"]
+    return orjson.dumps(header) + b"\n" + _row("turn/start", 0, {"turn": 1})
 
 
 Build = Callable[[dict[str, list[bytes]]], bytes]
@@ -227,14 +239,23 @@ CASES: dict[str, tuple[Build, str, list[str], int | None]] = {
         ["unparsable-line"],
         3,
     ),
-    # An older header the chain refuses stops the read before any row: a committed
-    # defect further on is not seen (docs/format.md, "How a file is classified").
+    # An older header the chain refuses: the rows are read to their end after it too.
     "H-refused-and-C": (
-        lambda v4: _replaced(
-            _v3_lines(), l0=orjson.dumps({**V3_HEADER, "createdAt": "x"}) + b"\n", l7=CORRUPT_LINE
-        ),
+        lambda v4: _replaced(_v3_lines(), l0=_REFUSED_V3_HEADER, l7=CORRUPT_LINE),
+        "corrupt",
+        ["header-field-type", "unparsable-line"],
+        8,
+    ),
+    "H-refused-at-an-edge-and-C": (
+        lambda v4: _v1_refused_at_its_header() + CORRUPT_LINE + _v3_lines()[5],
+        "corrupt",
+        ["header-field-type", "unparsable-line"],
+        3,
+    ),
+    "H-refused-and-T": (
+        lambda v4: _replaced(_v3_lines(), l0=_REFUSED_V3_HEADER) + b'{"ty',
         "refused",
-        ["header-field-type", "refused: header-created-at"],
+        ["header-field-type", "torn-tail", "refused: header-created-at"],
         None,
     ),
 }
@@ -292,3 +313,32 @@ def test_a_v4_event_before_the_corruption_stops_the_read_there(
     assert isinstance(outcome.failure, CorruptLogError)
     assert (outcome.failure.rule, outcome.failure.line) == ("turn-already-open", 7)
     assert not isinstance(outcome.failure, EventValidationError)
+
+
+@pytest.mark.parametrize("case", ["H-refused-and-C", "H-refused-at-an-edge-and-C"])
+def test_a_refused_header_and_corruption_further_on_raise_the_corruption(
+    tmp_path: Path, v4: dict[str, list[bytes]], case: str
+) -> None:
+    """``read_log`` and ``migrate`` agree with ``verify``: the corruption is raised."""
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(CASES[case][0](v4))
+    before = snapshot(path)
+    with pytest.raises(CorruptLogError) as raised:
+        read_log(path)
+    assert raised.value.rule == "unparsable-line"
+    for dry_run in (True, False):
+        with pytest.raises(CorruptLogError) as raised:
+            migrate_file(path, output=tmp_path / "out.v4.jsonl", dry_run=dry_run)
+        assert raised.value.rule == "unparsable-line"
+    assert snapshot(path) == before
+    assert not (tmp_path / "out.v4.jsonl").exists()
+
+
+def test_a_refused_header_alone_is_still_refused(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(b"".join([_REFUSED_V3_HEADER, *_v3_lines()[1:]]))
+    with pytest.raises(MigrationRefusedError, match="createdAt"):
+        read_log(path)
+    with pytest.raises(MigrationRefusedError, match="createdAt"):
+        migrate_file(path, output=tmp_path / "out.v4.jsonl")
+    assert examine(path).classification == "refused"
