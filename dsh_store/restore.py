@@ -172,8 +172,9 @@ def restore_stored(
     added (``clock`` stamps it and later appends). One read and one validation serve
     the view, the repair and the resumed session alike.
     """
-    # Both kept off the verify cold start: a dataclass, and pathlib (with the urllib,
-    # ipaddress and fnmatch modules it imports) for the Path in Inspection.path.
+    # All kept off the verify cold start: a dataclass, pathlib (with the urllib,
+    # ipaddress and fnmatch modules it imports) for the Path in Inspection.path, and the
+    # closers' module.
     from pathlib import Path
 
     from .inspection import Inspection
@@ -219,7 +220,7 @@ def _then_closers(
     events: Iterable[SessionEvent], committed: list[SessionEvent], closers: list[SessionEvent]
 ) -> Iterator[SessionEvent]:
     """``events``, then the closers of the open turn they leave (collected on the way)."""
-    from .model import interrupted_closers
+    from .model import interrupted_closers  # as in restore_stored
 
     for event in events:
         committed.append(event)
@@ -773,7 +774,7 @@ def _keeping_last(
 
 def _lenient_findings(last: list[SessionEvent]) -> tuple[Finding, ...]:
     """A ``lenient-migration`` finding when a lenient upgrade ended in its note."""
-    from .migrations._lenient import NOTE_TYPE
+    from .migrations._lenient import NOTE_TYPE  # the chain's module: off `cat` and `export`
 
     if not last or last[0].type != NOTE_TYPE or not last[0].ignorable:
         return ()
@@ -803,7 +804,7 @@ def _lenient_would_migrate(
 ) -> bool | None:
     """Whether the lenient chain reads ``log``, refused with ``error`` by the default one;
     None when the opt-in does not address that refusal."""
-    from .migrations._lenient import LENIENT_RULES
+    from .migrations._lenient import LENIENT_RULES  # the chain, only on a refusal
 
     if error.rule not in LENIENT_RULES:
         return None

@@ -685,6 +685,7 @@ class LogScanner:
 
     def _read_zstd_header(self) -> HeaderInfo:
         """Decode only frame 0 of a zstd log, the header line."""
+        # only for a zstd log: the codec off a raw log's read
         from .zstd_codec import ZstdLogReader
 
         first = None
@@ -886,6 +887,7 @@ class _ZstdFrames:
     """
 
     def __init__(self, scanner: LogScanner) -> None:
+        # only for a zstd log: the codec off a raw log's read
         from .zstd_codec import ZstdLogReader
 
         self.scanner = scanner

@@ -124,7 +124,7 @@ class PostgresBackend(StorageBackend):
         a read changes nothing, so repeating it is safe.
         """
         driver(self.url)  # a missing extra is a typed error, not an ImportError from here
-        import psycopg
+        import psycopg  # the postgres extra: imported on first use
 
         with self._meta_mutex:
             for attempt in (1, 2):
