@@ -9,8 +9,9 @@ the source:
   replaced ``in_place`` after its original inode was kept once as ``FILE.v<N>.bak``.
 
 Every publish streams the upgrade into an exclusive temp file in the target directory,
-fsyncs it, re-reads and re-verifies it in full (scan, per-event decoding and every model
-rule, without keeping the events), checks the source did not change meanwhile, then links
+checking every event and every model rule as it writes them (without keeping the events),
+fsyncs it, reads it back against the digest of the bytes written (a zstd target: in full,
+through its reader), checks the source did not change meanwhile, then links
 (or renames, for in-place) it into place and fsyncs the directory. A crash at any point
 leaves the source intact and either no target or a complete one; a rerun converges
 because an existing target is accepted when it starts with exactly the bytes the rerun
@@ -201,7 +202,7 @@ def _require_written(temp: Path, written: _Written) -> None:
     The publish checks the upgraded events themselves as they are written (every model
     rule) and writes their canonical lines, which read back as the same events; what is
     left to prove is that the file holds those bytes, no more and no fewer: one plain read
-    and a digest, not a second parse (docs/migrations.md, "Every publish").
+    and a digest, not a second parse (docs/migrations.md, the publish protocol, step 3).
 
     :raises MigrationRefusedError: rule ``re-verification``.
     """
