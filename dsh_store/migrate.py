@@ -9,8 +9,9 @@ the source:
   replaced ``in_place`` after its original inode was kept once as ``FILE.v<N>.bak``.
 
 Every publish streams the upgrade into an exclusive temp file in the target directory,
-fsyncs it, re-reads and re-verifies it in full (scan, per-event decoding and every model
-rule, without keeping the events), checks the source did not change meanwhile, then links
+checking every event and every model rule as it writes them (without keeping the events),
+fsyncs it, reads it back against the digest of the bytes written (a zstd target: in full,
+through its reader), checks the source did not change meanwhile, then links
 (or renames, for in-place) it into place and fsyncs the directory. A crash at any point
 leaves the source intact and either no target or a complete one; a rerun converges
 because an existing target is accepted when it starts with exactly the bytes the rerun
@@ -24,9 +25,10 @@ state, never the file: events flow from the scanner through the edges to the tem
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import operator
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -52,6 +54,7 @@ from .jsonl.scan import LogScanner, ScannedRow, corruption_first, revision_of
 from .jsonl.watermark import discard_watermark, record_published
 from .model import SESSION_FORMAT_VERSION, SessionEvent, SessionHeader
 from .model.stream_check import check_stream
+from .restore import collector_paused
 from .upgrading import (
     HEADER_CLASSES,
     Locate,
@@ -131,20 +134,26 @@ class MigrationResult:
 
 
 def _write_temp(
-    target: Path, header_line: bytes, events: Iterable[SessionEvent]
-) -> tuple[Path, int]:
+    target: Path,
+    header_line: bytes,
+    events: Iterable[SessionEvent],
+    check: Callable[[Iterable[SessionEvent]], int],
+) -> tuple[Path, int, _Written | None]:
     """Write the header line + events to a fresh exclusive temp beside ``target``, fsync it.
 
-    Returns (temp path, event count). The temp is removed on any failure.
+    ``check`` consumes the events as they are written (every whole-log model rule, see
+    :func:`_migrate_to_temp`) and returns their count. Returns (temp path, event count,
+    what was written: its size and digest, ``None`` for a zstd target). The temp is
+    removed on any failure.
     """
     temp = new_temp(target)
-    count = 0
     # A zstd target (by its name) gets the header frame, then one frame per written chunk.
     encoder = None
     if layout.encoding_of(target.name) == "zstd":
         from .jsonl.zstd_codec import FrameEncoder  # only for zstd targets (extra binding)
 
         encoder = FrameEncoder()
+    digest = hashlib.sha256()
     with staged(temp, before_fsync="migrate.before-fsync") as file:
         fd = file.fd
         if encoder is None:
@@ -152,18 +161,64 @@ def _write_temp(
         else:
             write_all(fd, encoder.header_frame(header_line))
             buffer = bytearray()
-        for event in events:
-            buffer += event.line
-            count += 1
-            if len(buffer) >= _WRITE_CHUNK:
-                # bytearray written in place (no copy); write_all loops over short writes
-                write_all(fd, buffer if encoder is None else encoder.batch_frame(bytes(buffer)))
-                buffer.clear()
+        size = 0
+
+        def written(events: Iterable[SessionEvent]) -> Iterator[SessionEvent]:
+            nonlocal size
+            for event in events:
+                buffer.extend(event.line)
+                if len(buffer) >= _WRITE_CHUNK:
+                    # bytearray written in place (no copy); write_all loops over short writes
+                    if encoder is None:
+                        digest.update(buffer)
+                        size += len(buffer)
+                        write_all(fd, buffer)
+                    else:
+                        write_all(fd, encoder.batch_frame(bytes(buffer)))
+                    buffer.clear()
+                yield event
+
+        count = check(written(events))
         if encoder is None:
+            digest.update(buffer)
+            size += len(buffer)
             write_all(fd, buffer)
         elif buffer:
             write_all(fd, encoder.batch_frame(bytes(buffer)))
-    return temp, count
+    return temp, count, None if encoder is not None else _Written(size, digest.digest())
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The bytes a publish wrote to its temp file: their count and their digest."""
+
+    size: int
+    digest: bytes
+
+
+def _require_written(temp: Path, written: _Written) -> None:
+    """Read ``temp`` back and require exactly the bytes that were written and checked.
+
+    The publish checks the upgraded events themselves as they are written (every model
+    rule) and writes their canonical lines, which read back as the same events; what is
+    left to prove is that the file holds those bytes, no more and no fewer: one plain read
+    and a digest, not a second parse (docs/migrations.md, the publish protocol, step 3).
+
+    :raises MigrationRefusedError: rule ``re-verification``.
+    """
+    digest = hashlib.sha256()
+    size = 0
+    with open(temp, "rb", buffering=0) as file:
+        while chunk := file.read(_COMPARE_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    if size != written.size or digest.digest() != written.digest:
+        raise MigrationRefusedError(
+            f"{_REVERIFY_PREFIX}the written file reads back {size} bytes that are not the "
+            f"{written.size} bytes written",
+            rule="re-verification",
+            path=str(temp),
+        )
 
 
 def verify_published(path: str | os.PathLike[str]) -> int:
@@ -230,33 +285,34 @@ def _migrate_to_temp(
         raise NotASessionError(str(source), "the file is empty (0 bytes)")
     assert scanner.stat is not None
     revision = revision_of(scanner.stat)
-    _, header_line, events, locate, rows = _source_stream(
+    header, header_line, events, locate, rows = _source_stream(
         source, scanner, info, child_headers, lenient
     )
+    path = str(source)
+
+    def check(events: Iterable[SessionEvent]) -> int:
+        return check_upgraded(header, events, path, locate)
+
     try:
-        with corruption_first(rows):
-            temp, count = _write_temp(target, header_line, events)
+        # The streamed check keeps no event and makes no cycle: no collector passes.
+        with corruption_first(rows), collector_paused():
+            temp, count, written = _write_temp(target, header_line, events, check)
     except MigrationRefusedError as error:
         raise with_source_line(error, source) from None
     try:
-        verified = verify_published(temp)
-        if verified != count:
-            raise MigrationRefusedError(
-                f"the upgraded log reads back {verified} events, {count} were written",
-                rule="re-verification",
-                path=str(temp),
-            )
+        if written is None:
+            # A zstd target holds the codec's frames, not the checked lines: reading it
+            # back through its reader (decoding every frame) is the check of those bytes.
+            verified = verify_published(temp)
+            if verified != count:
+                raise MigrationRefusedError(
+                    f"the upgraded log reads back {verified} events, {count} were written",
+                    rule="re-verification",
+                    path=str(temp),
+                )
+        else:
+            _require_written(temp, written)
         _require_unchanged(source, revision)
-    except MigrationRefusedError as error:
-        _discard(temp)
-        if error.rule == "re-verification":
-            raise
-        # A model rule broken by the upgraded log: name the source event (the temp is
-        # gone); the written seq is the upgraded one.
-        refusal = model_refusal(
-            error.detail, error.rule, str(source), error.seq, error.event_type, locate
-        )
-        raise with_source_line(refusal, source) from None
     except BaseException:
         _discard(temp)
         raise

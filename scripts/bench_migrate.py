@@ -5,9 +5,10 @@ Group ``migrate`` of ``scripts/bench.py`` (``run(quick)``); also runnable alone:
 valid format-0 log (complete turns with streamed answers of 40 chunks each, tens of MB;
 quick mode is smaller). The baseline is the cheapest possible rewrite of the same file in
 the same run: ``orjson.loads`` + ``orjson.dumps`` per line. The migration is the real publish path
-(scan, four edges, per-event v4 validation, temp write, fsync, full streaming
-re-verification, link). The source scan and the re-verification are also timed alone:
-they bound what the edges can gain. Its peak RSS is measured in a child process.
+(scan, four edges, per-event v4 validation and every model rule, temp write, fsync,
+read-back by digest, link). The source scan is also timed alone: it bounds what the edges
+can gain; so is a full v4 re-parse of the written log, which a raw publish no longer pays
+(a zstd one does). Its peak RSS is measured in a child process.
 
 The peer rows (``bench_peer``) time ``read_log``, ``verify_path`` and ``migrate_file`` of a
 format-0 log written by DSH rc.8's own backend against DSH's own ``load`` of the same file,
@@ -70,7 +71,7 @@ def scan_source(source: Path) -> None:
 
 
 def verify_written(target: Path) -> None:
-    """Only the streaming re-verification of a published v4 log."""
+    """Only a full streaming re-parse of a published v4 log (``verify_published``)."""
     from dsh_store.migrate import verify_published
 
     verify_published(target)
@@ -188,13 +189,13 @@ def run(quick: bool) -> None:
         report.value("parse+dump throughput", f"{size / baseline / 1e6:.1f} MB/s")
         report.value("migration throughput", f"{size / ours / 1e6:.1f} MB/s")
         report.ratio("migration / parse+dump speed", baseline, ours, "target >= 0.5")
-        # Two parts of the migration that no edge can speed up: reading the source under the
-        # committed-region rule, and reading the written log back through the v4 model.
+        # What no edge can speed up: reading the source under the committed-region rule;
+        # and, for scale, the full v4 re-parse of the written log a raw publish now skips.
         scan = median_seconds(lambda: scan_source(source), repeats=repeats)
         verify = median_seconds(lambda: verify_written(directory / "out.v4.jsonl"), repeats)
         report.value("  source scan alone", f"{scan * 1e3:.0f} ms", f"{scan / ours:.0%} of it")
         report.value(
-            "  re-verification alone", f"{verify * 1e3:.0f} ms", f"{verify / ours:.0%} of it"
+            "  full v4 re-parse (not in it)", f"{verify * 1e3:.0f} ms", f"{verify / ours:.0%} of it"
         )
         peak = child_peak_rss(source, directory / "rss.v4.jsonl")
         report.value("migration peak RSS", f"{peak / 1e6:.1f} MB", f"file is {size / 1e6:.1f} MB")

@@ -391,7 +391,11 @@ class SessionEvent:
         data = obj["data"]
         facts = check_payload(event_type, data, seq)
         if line is None:
-            line = encode_line(event_type, seq, time, data, ignorable, sources, op)
+            # orjson hands back its growth buffer (3.13: about 4 KiB for a 100-byte line,
+            # 15 KiB for 1.5 KB); an event may be kept for a session's life, so it keeps a
+            # copy of the line's own size (docs/migrations.md, "Memory").
+            encoded = encode_line(event_type, seq, time, data, ignorable, sources, op)
+            line = memoryview(encoded).tobytes()
         else:
             jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
             if not line.endswith(b"\n") and len(line) < UNTERMINATED_LINE_BYTES:

@@ -5,6 +5,10 @@ is verified and migrated in fresh child processes, which report their peak RSS
 (``VmHWM``). Both stream (scan, chain, check, write one event at a time), so the peak
 must stay far below the file: under 150 MiB, where holding the log's events would take
 several times the file size.
+
+``read_log`` keeps every upgraded event, so its peak follows the log; it must hold the
+events' lines (about 45 MB here) and not the encoder's buffers they were written into
+(several times each line: 224 MiB measured when the events kept them, 65 MiB since).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ if sys.argv[1] == "verify":
     from dsh_store.verify import verify_path
     [report] = verify_path(sys.argv[2])
     assert report.classification == "needs-migration", report
+elif sys.argv[1] == "read_log":
+    from dsh_store.restore import read_log
+    restored = read_log(sys.argv[2])
+    assert restored.source_version == 0 and restored.events
 else:
     from dsh_store.migrate import migrate_file
     assert migrate_file(sys.argv[2], output=sys.argv[3]).status == "migrated"
@@ -69,3 +77,7 @@ def test_migrate_file_peaks_at_about_one_turn(big_log: Path) -> None:
     target = big_log.with_name("out.v4.jsonl")
     assert _peak("migrate", str(big_log), str(target)) < BOUND
     assert target.stat().st_size > 0
+
+
+def test_read_log_holds_the_upgraded_lines_not_the_encoders_buffers(big_log: Path) -> None:
+    assert _peak("read_log", str(big_log)) < BOUND

@@ -19,6 +19,7 @@ from dsh_store.errors import (
     NotASessionError,
     UnsupportedVersionError,
 )
+from dsh_store.jsonl import files
 from dsh_store.migrate import migrate_file, migrate_store, verify_published
 from dsh_store.model import Session, SessionEvent, SessionHeader
 from dsh_store.model.stream_check import StreamCheck, check_stream
@@ -168,18 +169,68 @@ def test_a_source_changing_during_migration_is_detected(
     source = fixture_copy(tmp_path)
     import dsh_store.migrate as migrate
 
-    real = migrate.verify_published
+    real = migrate._require_written
 
-    def verify_then_touch(path: str | os.PathLike[str]) -> int:
-        count = real(path)
+    def read_back_then_touch(temp: Path, written: object) -> None:
+        real(temp, written)  # type: ignore[arg-type]
         with open(source, "ab") as log:
             log.write(b"\n")
-        return count
 
-    monkeypatch.setattr(migrate, "verify_published", verify_then_touch)
+    monkeypatch.setattr(migrate, "_require_written", read_back_then_touch)
     with pytest.raises(ConcurrentModificationError, match="changed while it was being migrated"):
         migrate_file(source)
     assert sorted(p.name for p in source.parent.iterdir()) == ["session.jsonl"]
+
+
+def test_a_byte_changed_on_its_way_to_the_temp_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One letter of a text changed between the checked lines and the file: the file still
+    # parses and passes every model rule, but it is not what was checked; the read-back
+    # compares the bytes themselves and nothing is published.
+    source = fixture_copy(tmp_path)
+    import dsh_store.migrate as migrate
+
+    real = files.write_all
+    flipped: list[int] = []
+
+    def write_one_letter_changed(fd: int, data: bytes | bytearray) -> None:
+        data = bytearray(data)
+        start = data.find(b'"text":"')
+        if start >= 0 and not flipped:
+            at = start + len(b'"text":"')
+            assert chr(data[at]).isalpha()
+            data[at] = ord("b") if data[at] == ord("a") else ord("a")
+            flipped.append(at)
+        real(fd, data)
+
+    monkeypatch.setattr(migrate, "write_all", write_one_letter_changed)
+    target = tmp_path / "out.v4.jsonl"
+    with pytest.raises(MigrationRefusedError) as caught:
+        migrate_file(source, output=target)
+    assert flipped
+    assert caught.value.rule == "re-verification"
+    assert "reads back" in caught.value.detail
+    assert not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tmp") == []
+
+
+def test_a_lost_write_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = fixture_copy(tmp_path)
+    import dsh_store.migrate as migrate
+
+    real = files.write_all
+
+    def write_all_but_the_last_line(fd: int, data: bytes | bytearray) -> None:
+        cut = bytes(data).rstrip(b"\n").rfind(b"\n") + 1
+        real(fd, data[:cut])
+
+    monkeypatch.setattr(migrate, "write_all", write_all_but_the_last_line)
+    target = tmp_path / "out.v4.jsonl"
+    with pytest.raises(MigrationRefusedError) as caught:
+        migrate_file(source, output=target)
+    assert caught.value.rule == "re-verification"
+    assert not target.exists()
 
 
 def test_enospc_while_writing_leaves_nothing_behind(

@@ -157,3 +157,32 @@ def test_data_and_to_json_are_fresh() -> None:
     event.data["a"].append(2)
     event.to_json()["data"]["a"].append(3)
     assert event.data == {"a": [1]}
+
+
+@pytest.mark.parametrize("size", [100, 1_500, 20_000])
+def test_an_event_built_from_json_holds_its_line_at_its_own_size(size: int) -> None:
+    # An upgraded log's events are built from dicts and kept for the session's life: the
+    # memory each one holds must follow its line, not the encoder's growth buffer (orjson
+    # 3.13 returns about 4 KiB for a 100-byte line and 15 KiB for 1.5 KB).
+    import gc
+    import tracemalloc
+
+    row = {
+        "type": "user/message",
+        "seq": 0,
+        "time": 1,
+        "data": user("x" * size),
+        "surfaceOp": "append",
+    }
+    SessionEvent.from_json(row)  # warm: imports and caches are not the event's
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        events = [SessionEvent.from_json(row) for _ in range(20)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(events)
+    finally:
+        tracemalloc.stop()
+    line = len(events[0].line)
+    assert line > size
+    assert held < line + 1_000, (held, line)
