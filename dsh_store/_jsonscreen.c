@@ -18,6 +18,17 @@
 /* jsonvalue.MAX_DEPTH + 1: the encoder's limit, with one level to spare. */
 #define LEVELS 255
 
+static int is_plain(PyObject *value, int levels_left);
+
+/* A member of a container: text and integers (most members) are judged here, without a
+ * call. */
+static inline int
+member_is_plain(PyObject *member, int levels_left)
+{
+    PyTypeObject *kind = Py_TYPE(member);
+    return kind == &PyUnicode_Type || kind == &PyLong_Type || is_plain(member, levels_left);
+}
+
 static int
 is_plain(PyObject *value, int levels_left)
 {
@@ -37,7 +48,7 @@ is_plain(PyObject *value, int levels_left)
         Py_ssize_t position = 0;
         PyObject *key, *member;
         while (PyDict_Next(value, &position, &key, &member)) {
-            if (Py_TYPE(key) != &PyUnicode_Type || !is_plain(member, levels_left - 1)) {
+            if (Py_TYPE(key) != &PyUnicode_Type || !member_is_plain(member, levels_left - 1)) {
                 return 0;
             }
         }
@@ -45,7 +56,7 @@ is_plain(PyObject *value, int levels_left)
     }
     if (kind == &PyList_Type) {
         for (Py_ssize_t index = 0; index < PyList_GET_SIZE(value); index++) {
-            if (!is_plain(PyList_GET_ITEM(value, index), levels_left - 1)) {
+            if (!member_is_plain(PyList_GET_ITEM(value, index), levels_left - 1)) {
                 return 0;
             }
         }
@@ -53,7 +64,7 @@ is_plain(PyObject *value, int levels_left)
     }
     if (kind == &PyTuple_Type) {
         for (Py_ssize_t index = 0; index < PyTuple_GET_SIZE(value); index++) {
-            if (!is_plain(PyTuple_GET_ITEM(value, index), levels_left - 1)) {
+            if (!member_is_plain(PyTuple_GET_ITEM(value, index), levels_left - 1)) {
                 return 0;
             }
         }
