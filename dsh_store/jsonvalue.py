@@ -24,6 +24,7 @@ re-runs the iterative slow path (:func:`check_json`), which finds the exact path
 from __future__ import annotations
 
 import gc
+import json
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -338,8 +339,6 @@ def duplicate_key(raw: bytes | str) -> str | None:
     canonical encoding of a dict never repeats a key. A document this decoder cannot read
     (too deep for it) is reported as None; the caller's decoder has already judged it.
     """
-    import json
-
     try:
         json.loads(raw, object_pairs_hook=_refuse_repeats)
     except _RepeatedKey as repeated:
