@@ -13,12 +13,12 @@ Fast path: ``orjson`` encodes with options that send every subclass of ``str``, 
 refuses non-str keys, lone surrogates, cycles, excess depth and unsafe integers
 itself, all in C. What it still writes without complaint is an enum member (as its value),
 a ``uuid.UUID`` (as text), an ``orjson.Fragment`` (verbatim), NaN and ±Infinity (as
-``null``) and ``-0.0``. Those are found by a type screen of the accepted value: one
-``gc.get_referents`` call per nesting level collects the level's children (a dict's
-values, a list's or tuple's items; keys are already known to be exact ``str``), and the
-level's types must all be exact builtins. Only a level holding floats looks at the floats
-themselves. Anything the fast path refuses re-runs the iterative slow path
-(:func:`check_json`), which finds the exact path and reason.
+``null``) and ``-0.0``. Those are found by a type screen of the accepted value: every
+type must be an exact builtin and every float finite and not ``-0.0``. The screen is C
+(``dsh_store._jsonscreen``, compiled at install time: one pass over the containers in
+place, calling no Python code); an install without a C compiler uses the same screen in
+Python, one ``gc.get_referents`` call per nesting level. Anything the fast path refuses
+re-runs the iterative slow path (:func:`check_json`), which finds the exact path and reason.
 """
 
 from __future__ import annotations
@@ -85,9 +85,12 @@ _copysign: Final = math.copysign
 _LEVELS: Final = range(MAX_DEPTH + 1)
 
 
-def _screen_accepts(value: object) -> bool:
+def _screen_accepts_in_python(value: object) -> bool:
     """Whether ``value``, which the fast encoder accepted, holds only exact builtin types
     and only finite floats other than ``-0.0`` (exactly what :func:`check_json` accepts).
+
+    The same screen as ``dsh_store._jsonscreen.plain`` (C, compiled at install time), for
+    an install without a C compiler.
 
     Relies on the encoder's acceptance: no cycles, no excess depth and only exact ``str``
     keys, so a dict's children are its values (``gc.get_referents`` skips the keys of a
@@ -111,6 +114,15 @@ def _screen_accepts(value: object) -> bool:
                     return False
         level = _children(*level)
     return not level
+
+
+_screen_accepts: Callable[[object], bool]
+try:
+    from ._jsonscreen import plain
+except ImportError:  # installed without a C compiler
+    _screen_accepts = _screen_accepts_in_python
+else:
+    _screen_accepts = plain
 
 
 def encode(

@@ -9,33 +9,62 @@ The values are hostile on purpose: everything orjson would write silently (enum 
 every mixin, UUIDs, ``orjson.Fragment``, NaN, ±Infinity, -0.0), every subclass of a JSON
 type, foreign objects, unsafe integers, lone surrogates, non-str keys, dicts whose key
 table is not the all-str kind, instance dicts, cycles and nesting at the depth limit.
+
+Every property runs with each type screen: the C one (``dsh_store._jsonscreen``, compiled at
+install time) and the Python one an install without a compiler uses.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import decimal
 import enum
+import shutil
+import sysconfig
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dsh_store import jsonvalue
 from dsh_store.errors import EventValidationError, LosslessJsonError
 from dsh_store.jsonvalue import (
     MAX_DEPTH,
     MAX_SAFE_INTEGER,
-    _screen_accepts,
+    _screen_accepts_in_python,
     check_json,
     encode,
     encode_framed,
 )
 from dsh_store.model.events import encode_line
 from dsh_store.model.shapes import PLAIN_PAYLOAD_SIZES, check_payload
+
+SCREENS: dict[str, Callable[[object], bool]] = {"python": _screen_accepts_in_python}
+try:
+    from dsh_store._jsonscreen import plain as _c_screen
+except ImportError:  # an install without a C compiler: the Python screen alone
+    pass
+else:
+    SCREENS["c"] = _c_screen
+each_screen = pytest.mark.parametrize("screen", sorted(SCREENS))
+
+
+@contextlib.contextmanager
+def screened_by(screen: str) -> Iterator[None]:
+    """Encode with the named type screen (the module global the encoder reads per call)."""
+    saved = jsonvalue._screen_accepts
+    jsonvalue._screen_accepts = SCREENS[screen]
+    try:
+        yield
+    finally:
+        jsonvalue._screen_accepts = saved
 
 
 class Color(enum.Enum):
@@ -229,15 +258,59 @@ def fast(value: object, newline: bool = False) -> tuple[Any, ...]:
     return ("accepted", encoded)
 
 
+@each_screen
 @given(maybe_cyclic(), st.booleans())
-def test_fast_path_agrees_with_precise_path(value: Any, newline: bool) -> None:
-    assert fast(value, newline) == precise(value, newline)
+def test_fast_path_agrees_with_precise_path(screen: str, value: Any, newline: bool) -> None:
+    with screened_by(screen):
+        assert fast(value, newline) == precise(value, newline)
 
 
+# What orjson writes without complaint although the lossless rules refuse it, among plain
+# values only: each such value reaches the type screen (nothing else refuses it first).
+SILENT = [
+    Color.RED,
+    Color.ONE,
+    Ratio.HALF,
+    Loose.A,
+    uuid.UUID(int=1),
+    orjson.Fragment(b"[1]"),
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    -0.0,
+]
+silent_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False).filter(lambda number: number != 0.0)
+    | st.text().filter(lambda text: not any(0xD800 <= ord(char) < 0xE000 for char in text))
+    | st.sampled_from(SILENT),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=4).map(tuple)
+        | st.dictionaries(st.text(max_size=4).filter(str.isprintable), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@each_screen
+@given(silent_values, st.booleans())
+def test_fast_path_agrees_on_values_orjson_writes_silently(
+    screen: str, value: Any, newline: bool
+) -> None:
+    with screened_by(screen):
+        assert fast(value, newline) == precise(value, newline)
+        assert framed(value, newline) == whole(value, newline)
+
+
+@each_screen
 @given(values, st.booleans())
-def test_fast_path_agrees_inside_an_event_envelope(data: Any, newline: bool) -> None:
+def test_fast_path_agrees_inside_an_event_envelope(screen: str, data: Any, newline: bool) -> None:
     envelope = {"type": "user/message", "seq": 3, "time": 1, "data": data}
-    assert fast(envelope, newline) == precise(envelope, newline)
+    with screened_by(screen):
+        assert fast(envelope, newline) == precise(envelope, newline)
 
 
 def framed(data: Any, newline: bool = False) -> tuple[Any, ...]:
@@ -258,11 +331,15 @@ def whole(data: Any, newline: bool = False) -> tuple[Any, ...]:
     return ("accepted", encoded)
 
 
+@each_screen
 @given(maybe_cyclic(), st.booleans())
-def test_screening_only_the_data_of_an_exact_envelope_agrees(data: Any, newline: bool) -> None:
+def test_screening_only_the_data_of_an_exact_envelope_agrees(
+    screen: str, data: Any, newline: bool
+) -> None:
     # The envelope's own fields are exact by the envelope checks; screening its data alone
     # must refuse, name and write exactly what screening the whole envelope does.
-    assert framed(data, newline) == whole(data, newline)
+    with screened_by(screen):
+        assert framed(data, newline) == whole(data, newline)
 
 
 def _nested(levels: int, leaf: Any, root: str) -> Any:
@@ -274,33 +351,66 @@ def _nested(levels: int, leaf: Any, root: str) -> Any:
     return [value] if root == "list" else {"k": value}
 
 
+@each_screen
 @given(
     st.integers(min_value=MAX_DEPTH - 3, max_value=MAX_DEPTH + 3),
     st.sampled_from([1, "x", float("nan"), Level.LOW, uuid.UUID(int=2), -0.0, 2**60]),
     st.sampled_from(["list", "tuple", "dict"]),
 )
-def test_fast_path_agrees_at_the_depth_limit(levels: int, leaf: Any, root: str) -> None:
+def test_fast_path_agrees_at_the_depth_limit(
+    screen: str, levels: int, leaf: Any, root: str
+) -> None:
     value = _nested(levels, leaf, root)
-    assert fast(value) == precise(value)
+    with screened_by(screen):
+        assert fast(value) == precise(value)
 
 
-def test_screen_ends_on_a_value_made_cyclic_after_encoding() -> None:
+@each_screen
+def test_screen_ends_on_a_value_made_cyclic_after_encoding(screen: str) -> None:
     # Another thread may change the caller's value between the encoder and the screen;
     # a cycle must end the screen (the slow path then names it), never loop forever.
     value: list[Any] = [{"a": [1, 2]}]
     value[0]["a"].append(value)
-    assert _screen_accepts(value) is False
+    assert SCREENS[screen](value) is False
     deep: dict[str, Any] = {"k": None}
     deep["k"] = {"k": deep}
-    assert _screen_accepts(deep) is False
+    assert SCREENS[screen](deep) is False
+    chain: Any = []
+    for _ in range(100_000):  # far deeper than any encoder accepts: no stack overflow either
+        chain = [chain]
+    assert SCREENS[screen](chain) is False
 
 
-def test_every_foreign_object_is_refused_alone_and_nested() -> None:
-    for foreign in FOREIGN:
-        for value in (foreign, [foreign], {"a": (1, {"b": foreign})}):
-            outcome = fast(value)
-            assert outcome[0] == "refused", foreign
-            assert outcome == precise(value)
+@each_screen
+def test_every_foreign_object_is_refused_alone_and_nested(screen: str) -> None:
+    with screened_by(screen):
+        for foreign in FOREIGN:
+            for value in (foreign, [foreign], {"a": (1, {"b": foreign})}):
+                outcome = fast(value)
+                assert outcome[0] == "refused", foreign
+                assert outcome == precise(value)
+
+
+@given(values | silent_values)
+def test_the_c_screen_judges_every_encoded_value_as_the_python_screen_does(value: Any) -> None:
+    # A screen's question is only asked of a value the fast encoder accepted.
+    if "c" not in SCREENS:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    try:
+        orjson.dumps(value, default=jsonvalue._refuse_default, option=jsonvalue._OPTIONS)
+    except orjson.JSONEncodeError:
+        return
+    assert SCREENS["c"](value) is SCREENS["python"](value)
+
+
+def test_the_c_screen_is_built_where_a_c_compiler_is() -> None:
+    # The install compiles the screen when it can; a silent fallback to the slower Python
+    # screen on a machine with a compiler is a broken build, not a choice.
+    compiler = str(sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}) here: the Python screen is the one in use")
+    assert "c" in SCREENS, "dsh_store._jsonscreen was not built; run scripts/setup-venv"
+    assert jsonvalue._screen_accepts is SCREENS["c"]
 
 
 # -- the model's prescreened payloads ---------------------------------------------------------

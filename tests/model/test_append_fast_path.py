@@ -15,17 +15,19 @@ from __future__ import annotations
 import contextlib
 import copy
 import enum
+import pickle
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_store import jsonvalue
 from dsh_store.errors import DshStoreError
-from dsh_store.model import Session, SurfaceReplace, shapes
+from dsh_store.model import Session, SessionEvent, SurfaceReplace, shapes
 from dsh_store.model import session as session_module
 from dsh_store.payloads import (
     assistant_message,
@@ -43,6 +45,8 @@ from dsh_store.payloads import (
 )
 
 from .builders import MODEL, PROVIDER, ticking_clock
+
+EVENT_FIELDS = ("type", "seq", "time", "ignorable", "surface_op", "source_event_seqs", "_facts")
 
 
 class Level(enum.IntEnum):
@@ -350,3 +354,36 @@ def test_only_an_exact_append_string_is_the_append_op() -> None:
     assert _append(("user/message", user_message("q", id="u9"), "append", None, False))[0] == (
         "accepted"
     )
+
+
+def test_an_appended_event_is_a_guarded_session_event() -> None:
+    # append builds its event on an unguarded draft of the same layout, then sets its class:
+    # what comes out must be exactly what the guarded constructor and a restore build.
+    session = _prefix()
+    for event in session.events:
+        assert type(event) is SessionEvent
+        assert not hasattr(event, "__dict__")
+        for name, value in (
+            ("seq", 99),
+            ("type", "x"),
+            ("__class__", SessionEvent),
+            ("_line", b""),
+        ):
+            with pytest.raises(AttributeError, match="immutable"):
+                setattr(event, name, value)
+        restored = SessionEvent.from_json(orjson.loads(event.line), line=event.line)
+        built = SessionEvent(
+            event.type,
+            event.seq,
+            event.time,
+            event.data,
+            ignorable=event.ignorable,
+            surface_op=event.surface_op,
+            source_event_seqs=event.source_event_seqs,
+        )
+        for twin in (restored, built, pickle.loads(pickle.dumps(event))):
+            assert type(twin) is SessionEvent
+            assert twin == event
+            assert [getattr(twin, name) for name in EVENT_FIELDS] == [
+                getattr(event, name) for name in EVENT_FIELDS
+            ]
