@@ -583,7 +583,9 @@ def make_event(
     draft.ignorable = ignorable
     draft.surface_op = op
     draft.source_event_seqs = sources
-    draft._line = line
+    # The encoder's growth buffer is several times the line (see ``from_json``); a live
+    # session keeps every event it appended, so the event keeps a copy of the line's size.
+    draft._line = memoryview(line).tobytes()
     draft._facts = facts
     draft._data = _UNSET
     draft.__class__ = SessionEvent  # type: ignore[assignment]  # same layout, guarded

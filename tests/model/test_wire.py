@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from dsh_store.errors import EventValidationError, LosslessJsonError
 from dsh_store.model import SessionEvent, SurfaceReplace, decode_source_seqs, encode_source_seqs
 
-from .builders import user
+from .builders import new_session, open_step, user
 
 
 @pytest.mark.parametrize(
@@ -180,6 +180,31 @@ def test_an_event_built_from_json_holds_its_line_at_its_own_size(size: int) -> N
     try:
         before = tracemalloc.get_traced_memory()[0]
         events = [SessionEvent.from_json(row) for _ in range(20)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(events)
+    finally:
+        tracemalloc.stop()
+    line = len(events[0].line)
+    assert line > size
+    assert held < line + 1_000, (held, line)
+
+
+@pytest.mark.parametrize("size", [100, 1_500, 20_000])
+def test_an_appended_event_holds_its_line_at_its_own_size(size: int) -> None:
+    # A live session keeps every event it appended: the same bound as for a decoded row.
+    import gc
+    import tracemalloc
+
+    session = new_session()
+    open_step(session)
+    # The first append warms imports and caches: they are not the event's.
+    session.append("user/message", user("warm"), surface_op="append")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        events = [
+            session.append("user/message", user("x" * size), surface_op="append") for _ in range(20)
+        ]
         held = (tracemalloc.get_traced_memory()[0] - before) / len(events)
     finally:
         tracemalloc.stop()
