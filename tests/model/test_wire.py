@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -159,14 +160,30 @@ def test_data_and_to_json_are_fresh() -> None:
     assert event.data == {"a": [1]}
 
 
+def _assert_each_holds_about_its_line(build: Callable[[], SessionEvent], size: int) -> None:
+    """Build 20 events (after one to warm imports and caches) and bound what each holds."""
+    import gc
+    import tracemalloc
+
+    build()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        events = [build() for _ in range(20)]
+        held = (tracemalloc.get_traced_memory()[0] - before) / len(events)
+    finally:
+        tracemalloc.stop()
+    line = len(events[0].line)
+    assert line > size
+    assert held < line + 1_000, (held, line)
+
+
 @pytest.mark.parametrize("size", [100, 1_500, 20_000])
 def test_an_event_built_from_json_holds_its_line_at_its_own_size(size: int) -> None:
     # An upgraded log's events are built from dicts and kept for the session's life: the
     # memory each one holds must follow its line, not the encoder's growth buffer (orjson
     # 3.13 returns about 4 KiB for a 100-byte line and 15 KiB for 1.5 KB).
-    import gc
-    import tracemalloc
-
     row = {
         "type": "user/message",
         "seq": 0,
@@ -174,40 +191,15 @@ def test_an_event_built_from_json_holds_its_line_at_its_own_size(size: int) -> N
         "data": user("x" * size),
         "surfaceOp": "append",
     }
-    SessionEvent.from_json(row)  # warm: imports and caches are not the event's
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        events = [SessionEvent.from_json(row) for _ in range(20)]
-        held = (tracemalloc.get_traced_memory()[0] - before) / len(events)
-    finally:
-        tracemalloc.stop()
-    line = len(events[0].line)
-    assert line > size
-    assert held < line + 1_000, (held, line)
+    _assert_each_holds_about_its_line(lambda: SessionEvent.from_json(row), size)
 
 
 @pytest.mark.parametrize("size", [100, 1_500, 20_000])
 def test_an_appended_event_holds_its_line_at_its_own_size(size: int) -> None:
     # A live session keeps every event it appended: the same bound as for a decoded row.
-    import gc
-    import tracemalloc
-
     session = new_session()
     open_step(session)
-    # The first append warms imports and caches: they are not the event's.
-    session.append("user/message", user("warm"), surface_op="append")
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        events = [
-            session.append("user/message", user("x" * size), surface_op="append") for _ in range(20)
-        ]
-        held = (tracemalloc.get_traced_memory()[0] - before) / len(events)
-    finally:
-        tracemalloc.stop()
-    line = len(events[0].line)
-    assert line > size
-    assert held < line + 1_000, (held, line)
+    data = user("x" * size)
+    _assert_each_holds_about_its_line(
+        lambda: session.append("user/message", data, surface_op="append"), size
+    )
