@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,10 +61,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``requires`` marker."""
+    """Register the ``requires`` marker; give Ctrl-C back to a suite started with it ignored."""
     config.addinivalue_line(
         "markers", "requires(resource): the test needs RESOURCE (shared, upstream, postgres)"
     )
+    # A shell without job control starts `cmd &` with SIGINT ignored, and an ignored signal
+    # stays ignored across exec: every command the Ctrl-C tests start would then run to the
+    # end. A handler (unlike SIG_IGN) is reset to the default on exec, as a terminal has it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(hookwrapper=True)
