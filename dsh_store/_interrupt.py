@@ -7,6 +7,8 @@ first SIGINT to the end of such a step; a second one interrupts at once.
 
 from __future__ import annotations
 
+import threading
+
 __all__ = ["HeldInterrupt"]
 
 
@@ -22,8 +24,8 @@ class HeldInterrupt:
         self._previous: object = None
 
     def __enter__(self) -> HeldInterrupt:
+        # signal only once a step is held: off the cold start of the commands that never hold one
         import signal
-        import threading
 
         if (
             threading.current_thread() is threading.main_thread()
@@ -33,13 +35,13 @@ class HeldInterrupt:
         return self
 
     def _hold(self, signum: int, frame: object) -> None:
-        import signal
+        import signal  # local, as in __enter__
 
         self.pending = True
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second one is at once
 
     def __exit__(self, *exc: object) -> None:
-        import signal
+        import signal  # local, as in __enter__
 
         if self._previous is not None:
             signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import DshStoreError, SessionExistsError, SessionNotFoundError
+from .jsonl import layout
+from .jsonl.layout import decode_session_id
+from .model import SESSION_FORMAT_VERSION
 from .postgres.url import is_postgres_url
 
 if TYPE_CHECKING:
@@ -63,11 +66,11 @@ class _Store:
         self.pg: PostgresStore | None = None
         self.jsonl: JsonlStore | None = None
         if is_postgres_url(where):
-            from .database import open_store
+            from .database import open_store  # the postgres modules only for a URL
 
             self.pg = open_store(where)
         else:
-            from .store import JsonlStore
+            from .store import JsonlStore  # the JSONL store only for a root
 
             self.jsonl = JsonlStore(where, encoding=encoding)
 
@@ -80,8 +83,6 @@ class _Store:
         if self.pg is not None:
             return [row.session_id for row in self.pg.backend.stored_sessions()]
         assert self.jsonl is not None
-        from .jsonl.layout import decode_session_id
-
         ids = set()
         for log in self.jsonl.backend.locations():
             ids.add(decode_session_id(log.parent.name) or log.parent.name)
@@ -95,7 +96,7 @@ class _Store:
     def name(self, session_id: str, inspection: Inspection | None = None) -> str:
         """How results name the session in this store (a path, or ``URL#id``)."""
         if self.pg is not None:
-            from .database import session_name
+            from .database import session_name  # as in __init__: only for a URL
 
             return session_name(self.where, session_id)
         assert self.jsonl is not None
@@ -108,9 +109,6 @@ class _Store:
         if self.pg is not None:
             return self.name(header.id)
         assert self.jsonl is not None
-        from .jsonl import layout
-        from .model import SESSION_FORMAT_VERSION
-
         directory = layout.session_dir(self.jsonl.root, header.id, header.cwd)
         name = layout.generation_name(SESSION_FORMAT_VERSION, self.jsonl.encoding)
         return str(directory / name)
@@ -160,7 +158,7 @@ def _result(
 
 
 def _one_line(error: BaseException) -> str:
-    from .bulk import one_line
+    from .bulk import one_line  # only for a session that failed: bulk off the copy's start
 
     return one_line(error)
 

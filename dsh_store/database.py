@@ -30,9 +30,12 @@ from .errors import (
     MigrationRefusedError,
     NeedsMigrationError,
     NotASessionError,
+    PostgresUnavailableError,
     SessionNotFoundError,
     UnsupportedVersionError,
 )
+from .jsonl.rows import read_header_line
+from .model import SESSION_FORMAT_VERSION
 from .postgres.url import redact
 from .records import Finding
 
@@ -71,10 +74,8 @@ def open_store(url: str) -> PostgresStore:
     try:
         import psycopg  # noqa: F401 - only whether the extra is there
     except ImportError:
-        from .errors import PostgresUnavailableError
-
         raise PostgresUnavailableError(redact(url)) from None
-    from .postgres.store import PostgresStore
+    from .postgres.store import PostgresStore  # once the extra is known to be there
 
     return PostgresStore(url)
 
@@ -129,8 +130,6 @@ def _finding(finding: Finding, location: str, name: str) -> Finding:
 
 
 def _header_version(row: StoredSession) -> int | None:
-    from .jsonl.rows import read_header_line
-
     try:
         return read_header_line(row.header, path="").version
     except DshStoreError:
@@ -144,7 +143,7 @@ def _examine(
 
     Never raises for a damaged session; a failure of the server (``DatabaseError``) does.
     """
-    from .restore import FileReport, refusal_text
+    from .restore import FileReport, refusal_text  # the file classifier only for `verify URL`
 
     name = session_name(url, row.session_id)
     location = _location(store, row.session_id)
@@ -221,9 +220,7 @@ def list_sessions(url: str) -> list[dict[str, Any]]:
 
     ``misfiled`` is True for a row whose header names another id than the row's key.
     """
-    from .jsonl.rows import read_header_line
-    from .model import SESSION_FORMAT_VERSION
-    from .summary import blank_list_row
+    from .summary import blank_list_row  # only for `list URL`
 
     rows: list[dict[str, Any]] = []
     with open_store(url) as store:
@@ -267,7 +264,7 @@ def summarize_session(
 
     :raises SessionNotFoundError: the store holds no such session.
     """
-    from .summary import inspection_summary
+    from .summary import inspection_summary  # only for `inspect URL`
 
     with open_store(url) as store:
         (row,) = _rows(store, [session_id])
@@ -301,6 +298,7 @@ def spooled_log(url: str, session_id: str) -> Iterator[str]:
     what the store holds), removed afterwards: for the readers that take a file
     (``dsh-store export URL``). Its path is in no message: errors name the session.
     """
+    # only for `export URL`: off the other commands' start (shutil imports fnmatch)
     import shutil
     import tempfile
 
@@ -336,7 +334,7 @@ def repair_store(
 
     :raises DatabaseError: the server cannot be reached or refused a read.
     """
-    from .bulk import RepairOutcome, one_line
+    from .bulk import RepairOutcome, one_line  # only for `repair URL`
 
     def repaired(store: PostgresStore, row: StoredSession) -> RepairOutcome:
         name = session_name(url, row.session_id)

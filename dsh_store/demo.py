@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DemoRootError, DshStoreError
+from .store import JsonlStore
 
 __all__ = ["DemoRootError", "record_session", "run_demo"]
 
@@ -138,8 +139,6 @@ def _tool_result(live: Any, turn: int, step: int, call_id: str, call_seq: int, t
 
 def record_session(root: Path, session_id: str, *, announce: Callable[[str], None]) -> None:
     """Record turn 1 completely and turn 2 up to a logged tool call, then wait to be killed."""
-    from .store import JsonlStore
-
     store = JsonlStore(root, window_s=0.02)
     live = store.new(session_id, cwd="/home/demo/project")
     live.append("turn/start", {"turn": 1})
@@ -207,7 +206,7 @@ def run_demo(root: str | os.PathLike[str] | None, *, echo: Callable[[str], None]
     :raises DemoRootError: ``root`` exists and is not an empty directory (nothing written).
     :raises DshStoreError: the recording child failed before the crash point.
     """
-    from .store import JsonlStore
+    # the recording child (``python -m dsh_store.demo``) never loads verify or migrate
     from .verify import counts_as_failure, verify_paths
 
     if root is not None:
@@ -293,6 +292,7 @@ def _describe_closer(event: Any) -> str:
 
 def _migrate_fixtures(target: Path, echo: Callable[[str], None]) -> int:
     """Copy the bundled fixture sessions under ``target`` and migrate each; return refusals."""
+    # as in run_demo: off the recording child's start
     from .migrate import migrate_file
     from .verify import iter_log_files
 

@@ -34,6 +34,10 @@ from typing import Any, Final, Literal, NamedTuple
 import orjson
 
 from ._output import printable_lines
+from .errors import DshStoreError, NotASessionError
+from .jsonl.scan import LogScanner
+from .model.vocabulary import SESSION_FORMAT_VERSION
+from .summary import stream_v4_lines
 
 __all__ = ["ExportFormat", "ExportSummary", "export_file", "export_transcript"]
 
@@ -65,10 +69,6 @@ def export_transcript(
     :raises NotASessionError: the file is not a session log (an empty file included).
     :raises UnsupportedVersionError: a newer (or invalid) format version.
     """
-    from .errors import NotASessionError
-    from .jsonl.scan import LogScanner
-    from .summary import stream_v4_lines
-
     log = os.fspath(path)
     info = LogScanner(log).read_header()
     if info is None:
@@ -99,6 +99,7 @@ def export_file(
     before the rename leaves ``output`` as it was (or absent) and at most the temp file; an
     error removes the temp file.
     """
+    # only when writing a file: off an export to stdout
     from .jsonl.files import fsync_dir
 
     target = os.fspath(output)
@@ -119,11 +120,9 @@ def export_file(
 
 def _v4_header(value: dict[str, Any], version: int, log: str) -> dict[str, Any]:
     """The header row upgraded to v4 (an older ``seedLength`` becomes ``isSeeded``)."""
-    from .errors import DshStoreError
-    from .model.vocabulary import SESSION_FORMAT_VERSION
-
     if version == SESSION_FORMAT_VERSION:
         return value
+    # the chain only for an older header: off a v4 export's start
     from .migrations import EDGES, MigrationContext
 
     context = MigrationContext(path=log, session_id=value.get("id"))

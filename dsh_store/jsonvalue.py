@@ -24,6 +24,7 @@ themselves. Anything the fast path refuses re-runs the iterative slow path
 from __future__ import annotations
 
 import gc
+import json
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -330,8 +331,6 @@ def duplicate_key(raw: bytes | str) -> str | None:
     canonical encoding of a dict never repeats a key. A document this decoder cannot read
     (too deep for it) is reported as None; the caller's decoder has already judged it.
     """
-    import json
-
     try:
         json.loads(raw, object_pairs_hook=_refuse_repeats)
     except _RepeatedKey as repeated:

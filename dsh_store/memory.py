@@ -42,6 +42,7 @@ from .errors import (
 )
 from .jsonl.layout import encode_session_id
 from .jsonl.rows import read_header_line, row_problem
+from .records import PassResults
 
 __all__ = ["MemoryBackend"]
 
@@ -291,47 +292,14 @@ class _MemoryAppender:
         self._closed = True
 
 
-class _MemoryReader:
+class _MemoryReader(PassResults):
     """One pass over a snapshot of a log, under the committed-region rule."""
 
     def __init__(self, backend: MemoryBackend, location: Path) -> None:
         self._backend = backend
         self.path = str(location)
         self._location = location
-        self._header: HeaderInfo | None = None
-        self._torn: TornTail | None = None
-        self._committed_size = 0
-        self._file_size = 0
-        self._findings: list[Finding] = []
-        self._revision: str | None = None
-
-    @property
-    def header(self) -> HeaderInfo | None:
-        return self._header
-
-    @property
-    def empty(self) -> bool:
-        return False
-
-    @property
-    def torn(self) -> TornTail | None:
-        return self._torn
-
-    @property
-    def committed_size(self) -> int:
-        return self._committed_size
-
-    @property
-    def file_size(self) -> int:
-        return self._file_size
-
-    @property
-    def findings(self) -> list[Finding]:
-        return list(self._findings)
-
-    @property
-    def revision(self) -> str | None:
-        return self._revision
+        self._begin_pass()
 
     def _snapshot(self) -> tuple[bytes, tuple[bytes, ...], bytes]:
         log = self._backend._log(self._location)

@@ -281,15 +281,16 @@ def _source_stream(
     if info.version == SESSION_FORMAT_VERSION:
         header = SessionHeader.from_json(info.value)
         return header, info.raw + b"\n", _copied_events(rows, str(source)), None, rows
-    header, events, locate = upgrade_located(
-        info.value,
-        map(_ROW_VALUE, rows),  # the scanner's rows, always fresh dicts
-        str(source),
-        child_headers,
-        None,
-        fresh_dicts=True,
-        lenient=lenient_source(scanner, lenient),
-    )
+    with corruption_first(rows):  # a refused header: committed corruption further on wins
+        header, events, locate = upgrade_located(
+            info.value,
+            map(_ROW_VALUE, rows),  # the scanner's rows, always fresh dicts
+            str(source),
+            child_headers,
+            None,
+            fresh_dicts=True,
+            lenient=lenient_source(scanner, lenient),
+        )
     return header, header.encode(), events, locate, rows
 
 

@@ -737,6 +737,7 @@ class AssistantStream:
     __slots__ = ("_blocks", "_builder")
 
     def __init__(self) -> None:
+        # the migrations package only once a stream is built: off the payload types' import
         from .migrations.streams import StreamBuilder
 
         self._builder = StreamBuilder()

@@ -48,9 +48,13 @@ __all__ = [
     "FileReport",
     "Finding",
     "Inspection",
+    "ReadOutcome",
+    "Verdict",
     "classify",
+    "decide",
     "examine",
     "read_log",
+    "read_outcome",
 ]
 
 CLASSIFICATIONS: Final = (
@@ -168,8 +172,9 @@ def restore_stored(
     added (``clock`` stamps it and later appends). One read and one validation serve
     the view, the repair and the resumed session alike.
     """
-    # Both kept off the verify cold start: a dataclass, and pathlib (with the urllib,
-    # ipaddress and fnmatch modules it imports) for the Path in Inspection.path.
+    # All kept off the verify cold start: a dataclass, pathlib (with the urllib,
+    # ipaddress and fnmatch modules it imports) for the Path in Inspection.path, and the
+    # closers' module.
     from pathlib import Path
 
     from .inspection import Inspection
@@ -215,7 +220,7 @@ def _then_closers(
     events: Iterable[SessionEvent], committed: list[SessionEvent], closers: list[SessionEvent]
 ) -> Iterator[SessionEvent]:
     """``events``, then the closers of the open turn they leave (collected on the way)."""
-    from .model import interrupted_closers
+    from .model import interrupted_closers  # as in restore_stored
 
     for event in events:
         committed.append(event)
@@ -262,7 +267,8 @@ def open_located(
         header = header_from_row(info.value, log)
         return OpenedLog(scanner, info.version, header, events, None, rows)
     reading = lenient_source(scanner, lenient)
-    header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
+    with corruption_first(rows):  # a refused header: committed corruption further on wins
+        header, events, locate = _upgraded(info.value, rows, log, child_headers, reading)
     return OpenedLog(scanner, info.version, header, events, locate, rows)
 
 
@@ -397,7 +403,7 @@ def model_error(
     version: int,
     locate: Locate | None = None,
     reader: StoredLogReader | None = None,
-) -> DshStoreError:
+) -> CorruptLogError | MigrationRefusedError:
     """A model rule broken by a committed event: corruption in a v4 log (located by line
     and byte offset), a refusal when the event came out of the migration chain.
 
@@ -487,107 +493,275 @@ def examine(
     :func:`dsh_store.migrate.upgrade`. Without it, a file refused for a reason the opt-in
     lifts is checked once more with it: the finding then says whether ``--lenient`` would
     migrate it, and ``lenient_would_migrate`` holds the answer.
+
+    The read records what it meets (:func:`read_outcome`), :func:`decide` picks the one
+    defect that classifies the file, and the report words it.
+    """
+    outcome = read_outcome(path, child_headers=child_headers, lenient=lenient)
+    return _report(outcome, decide(outcome), child_headers=child_headers, lenient=lenient)
+
+
+ReadFailure = (
+    NotASessionError
+    | UnsupportedVersionError
+    | CorruptLogError
+    | MigrationRefusedError
+    | EventValidationError
+    | LosslessJsonError
+    | OSError
+)
+"""What can stop the streamed read of a log before its end (:attr:`ReadOutcome.failure`)."""
+
+_READ_FAILURES: Final = (
+    NotASessionError,
+    UnsupportedVersionError,
+    CorruptLogError,
+    MigrationRefusedError,
+    EventValidationError,
+    LosslessJsonError,
+    OSError,
+)
+
+
+class ReadOutcome(NamedTuple):
+    """What one streamed read of a log recorded (:func:`read_outcome`), as values.
+
+    The scanner reports (it is made with ``report=True``): its committed corruption,
+    crash tail and findings are in ``scanner``. The read stops at the first failure of
+    the header, the upgrade or the model check (``failure``); a refusal of the migration
+    chain or of the upgraded log is the one exception: the rest of the rows is read after
+    it, so that the scanner's report covers the whole log.
+    """
+
+    log: str
+    scanner: LogScanner
+    version: int | None
+    """The header's format version; None when the header was not read."""
+    failure: ReadFailure | None
+    """What stopped the read, located (line, offset, source seq); None when it ended."""
+    checked: StreamCheck | None
+    """The model's check of every event; None when the read stopped before its end."""
+    last: tuple[SessionEvent, ...] = ()
+    """The last event of a lenient upgrade (its ``migration/note``, if it made one)."""
+
+
+class Verdict(NamedTuple):
+    """The classification :func:`decide` gives a :class:`ReadOutcome`, and why."""
+
+    classification: str
+    defect: ReadFailure | None
+    """The recorded defect the classification stands on; None for a readable log."""
+
+
+def read_outcome(
+    path: str | os.PathLike[str],
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None = None,
+    lenient: bool = False,
+) -> ReadOutcome:
+    """Read ``path`` once as :func:`examine` does and record what the read met; never writes.
+
+    Nothing is decided here: a failure is kept as a value, located as :func:`read_log`
+    raises it. A failure of another type (none is expected) propagates.
     """
     log = os.fspath(path)
-    scanner = LogScanner(log)
+    scanner = LogScanner(log, report=True)  # committed corruption ends the rows, recorded
     try:
         _, version, header, events, locate, rows = open_located(
             log, child_headers, scanner, lenient=lenient
         )
-        last: list[SessionEvent] = []
-        if lenient and locate is not None:
-            events = _keeping_last(events, last)
+    except _READ_FAILURES as error:
+        return ReadOutcome(log, scanner, None, error, None)
+    last: list[SessionEvent] = []
+    if lenient and locate is not None:
+        events = _keeping_last(events, last)
+    failure: ReadFailure | None = None
+    checked = None
+    try:
         # The streamed check keeps no event and makes no cycle: no collector passes.
-        with source_located(log), corruption_first(rows), collector_paused():
-            try:
-                checked = check_stream_session(header, events)
-            except EventValidationError as error:
-                raise model_error(error, log, version, locate) from None
-    except NotASessionError as error:
-        empty = scanner.empty  # a regular file of 0 bytes (a FIFO's st_size is 0 too)
+        with collector_paused():
+            checked = check_stream_session(header, events)
+    except EventValidationError as error:  # the model refuses an event or the whole log
+        # Its row is found by a fresh pass of a report-mode scanner: it stops at the row.
+        failure = _recorded(model_error, error, log, version, locate, scanner)
+    except _READ_FAILURES as error:
+        failure = error
+    if isinstance(failure, MigrationRefusedError):
+        # The rest of the same pass, rows discarded: the report then holds any committed
+        # corruption further on (no byte is read twice). An I/O error there wins.
+        failure = _recorded(_drained, rows) or failure
+    return ReadOutcome(log, scanner, version, failure, checked, tuple(last))
+
+
+def _recorded(function: Callable[..., ReadFailure | None], *args: Any) -> ReadFailure | None:
+    """``function(*args)``, or the read failure it raised."""
+    try:
+        return function(*args)
+    except _READ_FAILURES as error:
+        return error
+
+
+def _drained(rows: Iterator[ScannedRow]) -> None:
+    for _ in rows:
+        pass
+
+
+def decide(outcome: ReadOutcome) -> Verdict:
+    """The one classification of a log read as ``outcome``: the precedence of its defects.
+
+    Pure: it only looks at what the read recorded. The read stops at its first failure, so
+    a defect further on was never seen (in a v4 log the first defect in file order
+    decides); of the defects recorded together, this order decides (docs/format.md, "How
+    a file is classified"):
+
+    1. no session header (``empty``, ``not-a-session``) or a newer format
+       (``unsupported-version``): nothing after the header was read;
+    2. the scanner's committed corruption (``corrupt``). It wins over a refusal of an
+       older log (the rows are read to their end after one) and over a model rule
+       checked at the end of the log (the rows ended at the corruption);
+    3. an I/O error (``not-a-session``, finding ``unreadable``);
+    4. a committed v4 header or event the decoder or the v4 model refuses (``corrupt``);
+    5. the migration chain's or the v4 model's refusal of an older log (``refused``);
+    6. a log read to its end: ``torn-tail``, ``open-turn``, ``needs-migration``, ``ok``
+       (:func:`classification_of`).
+    """
+    failure = outcome.failure
+    scanner = outcome.scanner
+    if isinstance(failure, NotASessionError):
+        return Verdict("empty" if scanner.empty else "not-a-session", failure)
+    if isinstance(failure, UnsupportedVersionError):
+        return Verdict("unsupported-version", failure)
+    corruption = scanner.corruption
+    if corruption is not None:
+        return Verdict("corrupt", corruption)
+    if isinstance(failure, OSError):
+        return Verdict("not-a-session", failure)
+    if isinstance(failure, CorruptLogError | EventValidationError | LosslessJsonError):
+        return Verdict("corrupt", failure)
+    if isinstance(failure, MigrationRefusedError):
+        return Verdict("refused", failure)
+    checked = outcome.checked
+    assert checked is not None and outcome.version is not None
+    return Verdict(classification_of(scanner.torn, checked.is_balanced, outcome.version), None)
+
+
+def _report(
+    outcome: ReadOutcome,
+    verdict: Verdict,
+    *,
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+    lenient: bool,
+) -> FileReport:
+    """How :func:`examine` reports ``verdict``: the scanner's findings, then the defect's."""
+    log, scanner = outcome.log, outcome.scanner
+    classification, defect = verdict
+    if defect is None:
+        checked = outcome.checked
+        assert checked is not None and outcome.version is not None
+        findings = log_findings(
+            scanner, outcome.version, balanced=checked.is_balanced, event_count=checked.seq
+        )
         return FileReport(
             log,
-            "empty" if empty else "not-a-session",
-            None,
-            None,
-            (Finding("empty" if empty else "not-a-session", error.message, line=1, offset=0),),
+            classification,
+            outcome.version,
+            checked.seq,
+            findings + _lenient_findings(list(outcome.last)),
         )
-    except UnsupportedVersionError as error:
+    if isinstance(defect, NotASessionError):
         return FileReport(
             log,
-            "unsupported-version",
-            _int_or_none(error.version),
+            classification,
             None,
-            (*scanner.findings, Finding("unsupported-version", error.message, line=1, offset=0)),
+            None,
+            (Finding(classification, defect.message, line=1, offset=0),),
         )
-    except CorruptLogError as error:
-        found_version = header_version(log)
-        text = f"committed corruption: {error.detail}; the file is left as it is"
-        would = None
-        if (
-            not lenient
-            and error.rule == "lone-surrogate"
-            and found_version != SESSION_FORMAT_VERSION
-        ):
-            # The opt-in reads an older log's lone surrogates as U+FFFD.
-            would = _lenient_reads(log, child_headers)
-            text += (
-                "; `--lenient` would migrate it, replacing each lone surrogate by U+FFFD"
-                if would
-                else "; `--lenient` would not migrate it either"
-            )
+    if isinstance(defect, UnsupportedVersionError):
         return FileReport(
             log,
-            "corrupt",
-            found_version,
+            classification,
+            _int_or_none(defect.version),
             None,
-            (*scanner.findings, Finding(error.rule, text, error.line, error.offset, error.seq)),
-            would,
+            (*scanner.findings, Finding(classification, defect.message, line=1, offset=0)),
         )
-    except MigrationRefusedError as error:
-        would = None if lenient else _lenient_would_migrate(log, error, child_headers)
-        text = refusal_text(error)
-        if would is not None:
-            text += (
-                "; `--lenient` would migrate it, recording each deviation in a migration/note event"
-                if would
-                else "; `--lenient` would not migrate it either"
-            )
+    if isinstance(defect, CorruptLogError):
+        return _corrupt_report(log, scanner, defect, child_headers, lenient=lenient)
+    if isinstance(defect, OSError):
         return FileReport(
             log,
-            "refused",
-            header_version(log),
+            classification,
             None,
-            (
-                *scanner.findings,
-                Finding(f"refused: {error.rule}", text, error.line, None, error.seq),
-            ),
-            would,
+            None,
+            (Finding("unreadable", f"{log}: cannot read: {defect.strerror or defect}"),),
         )
-    except (EventValidationError, LosslessJsonError) as error:
-        return FileReport(
-            log,
-            "corrupt",
-            header_version(log),
-            None,
-            (*scanner.findings, Finding(getattr(error, "rule", "invalid"), str(error))),
+    if isinstance(defect, MigrationRefusedError):
+        return _refused_report(log, scanner, defect, child_headers, lenient=lenient)
+    return FileReport(  # a value the decoder refuses outside any committed row
+        log,
+        classification,
+        header_version(log),
+        None,
+        (*scanner.findings, Finding(getattr(defect, "rule", "invalid"), str(defect))),
+    )
+
+
+def _corrupt_report(
+    log: str,
+    scanner: LogScanner,
+    error: CorruptLogError,
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+    *,
+    lenient: bool,
+) -> FileReport:
+    found_version = header_version(log)
+    text = f"committed corruption: {error.detail}; the file is left as it is"
+    would = None
+    if not lenient and error.rule == "lone-surrogate" and found_version != SESSION_FORMAT_VERSION:
+        # The opt-in reads an older log's lone surrogates as U+FFFD.
+        would = _lenient_reads(log, child_headers)
+        text += (
+            "; `--lenient` would migrate it, replacing each lone surrogate by U+FFFD"
+            if would
+            else "; `--lenient` would not migrate it either"
         )
-    except OSError as error:
-        return FileReport(
-            log,
-            "not-a-session",
-            None,
-            None,
-            (Finding("unreadable", f"{log}: cannot read: {error.strerror or error}"),),
-        )
-    balanced = checked.is_balanced
-    findings = log_findings(scanner, version, balanced=balanced, event_count=checked.seq)
     return FileReport(
         log,
-        classification_of(scanner.torn, balanced, version),
-        version,
-        checked.seq,
-        findings + _lenient_findings(last),
+        "corrupt",
+        found_version,
+        None,
+        (*scanner.findings, Finding(error.rule, text, error.line, error.offset, error.seq)),
+        would,
+    )
+
+
+def _refused_report(
+    log: str,
+    scanner: LogScanner,
+    error: MigrationRefusedError,
+    child_headers: tuple[Mapping[str, Any], ...] | None,
+    *,
+    lenient: bool,
+) -> FileReport:
+    # A refusal naming a source seq gets that event's line by one more scan, as
+    # `dsh-store migrate` words it (pathlib kept off the verify cold start).
+    from pathlib import Path
+
+    error = with_source_line(error, Path(log))
+    would = None if lenient else _lenient_would_migrate(log, error, child_headers)
+    text = refusal_text(error)
+    if would is not None:
+        text += (
+            "; `--lenient` would migrate it, recording each deviation in a migration/note event"
+            if would
+            else "; `--lenient` would not migrate it either"
+        )
+    return FileReport(
+        log,
+        "refused",
+        header_version(log),
+        None,
+        (*scanner.findings, Finding(f"refused: {error.rule}", text, error.line, None, error.seq)),
+        would,
     )
 
 
@@ -601,7 +775,7 @@ def _keeping_last(
 
 def _lenient_findings(last: list[SessionEvent]) -> tuple[Finding, ...]:
     """A ``lenient-migration`` finding when a lenient upgrade ended in its note."""
-    from .migrations._lenient import NOTE_TYPE
+    from .migrations._lenient import NOTE_TYPE  # the chain's module: off `cat` and `export`
 
     if not last or last[0].type != NOTE_TYPE or not last[0].ignorable:
         return ()
@@ -631,7 +805,7 @@ def _lenient_would_migrate(
 ) -> bool | None:
     """Whether the lenient chain reads ``log``, refused with ``error`` by the default one;
     None when the opt-in does not address that refusal."""
-    from .migrations._lenient import LENIENT_RULES
+    from .migrations._lenient import LENIENT_RULES  # the chain, only on a refusal
 
     if error.rule not in LENIENT_RULES:
         return None

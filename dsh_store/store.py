@@ -717,6 +717,7 @@ def _header_only(value: dict[str, Any], log: Path) -> SessionHeader | None:
     version = value.get("version")
     try:
         if version != SESSION_FORMAT_VERSION:
+            # the chain only for an older header: off a v4 writer's start
             from .migrations import EDGES, MigrationContext
 
             context = MigrationContext(path=str(log), session_id=value.get("id"))

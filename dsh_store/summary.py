@@ -9,17 +9,34 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ._output import printable
-from .errors import DshStoreError, NotASessionDirectoryError
+from .errors import (
+    DshStoreError,
+    EventValidationError,
+    NotASessionDirectoryError,
+    NotASessionError,
+)
 from .jsonl import layout
 from .jsonl.rows import is_packed_row, packed_row_count
 from .jsonl.scan import LogScanner
 from .jsonl.zstd_frames import is_zstd_log
+from .model import Session
+from .restore import (
+    check_stream_session,
+    corruption_first,
+    finding_json,
+    model_error,
+    open_events,
+    open_located,
+    read_log,
+    source_located,
+)
 
 if TYPE_CHECKING:
     from .inspection import Inspection
@@ -58,6 +75,7 @@ def one_log_file(path: str | os.PathLike[str]) -> str:
     text = os.fspath(path)
     if not os.path.isdir(text):
         return text
+    # verify (and binding) off `dsh-store cat` and `export`
     from .verify import clean_path, iter_log_files
 
     top = clean_path(text)
@@ -93,7 +111,7 @@ def summarize(
     counts). Byte counts are of the v4 line of each event (an older log is upgraded in
     memory first). ``events`` adds ``eventList``; ``messages`` adds the derived messages.
     """
-    from .restore import finding_json, read_log
+    # verify (and binding) off `dsh-store cat` and `export`
     from .verify import examine_file
 
     log = Path(path)
@@ -144,8 +162,6 @@ def inspection_summary(
             for event in inspection.events
         ]
     if messages:
-        from .model import Session
-
         session = Session.from_restore(inspection.header, inspection.balanced)
         summary["messages"] = [_message_json(message) for message in session.derive_messages()]
     return summary
@@ -189,6 +205,7 @@ def list_store(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
         )
     if not base.is_dir():
         raise NotADirectoryError(20, "store root is not a directory", str(base))
+    # the store (and its writer) off `dsh-store cat`, `export` and `inspect`
     from .store import JsonlStore
 
     rows: list[dict[str, Any]] = []
@@ -266,6 +283,7 @@ def session_row(log: Path, *, root: Path | None = None) -> dict[str, Any]:
         status="current" if info.version == layout.CURRENT_VERSION else "needs-migration",
     )
     if root is not None:
+        # only for a store's listing: off `dsh-store cat` and `export`
         from .binding import row_binding
 
         row["misfiled"] = row_binding(root, log.parent, info.value, path=log) is not None
@@ -358,10 +376,6 @@ def iter_v4_lines(path: str | os.PathLike[str]) -> Iterator[tuple[str, int, byte
     count = stream_v4_lines(path, lambda _type, _seq, _line: None)
     if count is None:
         return
-    from itertools import islice
-
-    from .restore import open_events
-
     _, _, _, events = open_events(path, None)
     for event in islice(events, count):  # not what a writer appended since the check
         yield event.type, event.seq, event.line
@@ -387,15 +401,6 @@ def stream_v4_lines(
     :raises NotASessionError: the first line is not a session header.
     :raises UnsupportedVersionError: a newer (or invalid) format version.
     """
-    from .errors import EventValidationError, NotASessionError
-    from .restore import (
-        check_stream_session,
-        corruption_first,
-        model_error,
-        open_located,
-        source_located,
-    )
-
     log = os.fspath(path)
     scanner = LogScanner(log)
     try:

@@ -212,7 +212,7 @@ def lenient_source(reader: object, lenient: bool) -> bool | LenientLog:
     each (docs/migrations.md, "The lenient opt-in")."""
     if not lenient or not isinstance(reader, LogScanner):
         return lenient
-    from .migrations._lenient import LenientLog
+    from .migrations._lenient import LenientLog  # only with the opt-in: as above
 
     log = LenientLog()
     reader.on_lone_surrogates = log.record_lone_surrogates

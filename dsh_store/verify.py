@@ -34,10 +34,13 @@ from functools import partial
 from typing import NamedTuple, TypeVar
 
 from ._interrupt import HeldInterrupt
+from ._output import JSON_SCHEMA_VERSION
+from .binding import BINDING_RULE, check_binding, store_root_of
 from .errors import DshStoreError, NoLogsError
 from .jsonl import layout
 from .jsonl.layout import clean_path as clean_path  # re-exported: verify.clean_path
 from .jsonl.rows import Finding
+from .jsonl.scan import LogScanner
 from .jsonl.temps import TEMP_GRACE_S, LeftoverTemp, by_directory, leftover_temps, orphan_temps_in
 from .restore import CLASSIFICATIONS, FileReport, examine
 
@@ -211,6 +214,7 @@ def iter_files(
             if held.pending:
                 raise KeyboardInterrupt
         return
+    # only with --jobs > 1: the process pool off a one-process run's start
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_ignore_sigint)
@@ -234,7 +238,7 @@ def iter_files(
 
 def _ignore_sigint() -> None:
     """Worker initializer: Ctrl-C is the parent's to handle (see :func:`iter_files`)."""
-    import signal
+    import signal  # in a worker process only
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -278,9 +282,6 @@ def _with_binding(report: FileReport) -> FileReport:
     """``report``, made ``corrupt`` with an ``identity-binding`` finding when the log sits
     in a store (:func:`dsh_store.binding.store_root_of`) but its header's id and cwd derive
     another directory. Committed corruption found first keeps its own finding first."""
-    from .binding import BINDING_RULE, check_binding, store_root_of
-    from .jsonl.scan import LogScanner
-
     if store_root_of(report.path) is None:
         return report  # a loose file: named by its path alone
     try:
@@ -463,8 +464,6 @@ def encoding_findings(files: Iterable[str]) -> dict[str, tuple[Finding, ...]]:
     encoding's generation beside it (an interrupted ``migrate --encoding``) an
     ``encoding-conversion`` finding. A loose file gets neither. Only names are read.
     """
-    from .binding import store_root_of
-
     roots: dict[str, str | None] = {}
     found: dict[str, tuple[Finding, ...]] = {}
     for path in files:
@@ -559,8 +558,6 @@ def verify_json(
     reports: Sequence[FileReport], orphans: Sequence[LeftoverTemp] = ()
 ) -> dict[str, object]:
     """The ``dsh-store verify --json`` document (docs/schemas/verify.schema.json)."""
-    from ._output import JSON_SCHEMA_VERSION
-
     now = time.time()
     return {
         "schema": JSON_SCHEMA_VERSION,

@@ -100,6 +100,7 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except click.UsageError as error:
+            # the command modules load it; a usage error may come before any of them
             from ._common import (
                 echo_json,
                 echo_json_line,
@@ -151,7 +152,7 @@ def main(context: click.Context, debug: bool, color: str) -> None:
       dsh-store migrate ~/.dsh/sessions --check
       dsh-store demo
     """
-    from ._common import apply_colour
+    from ._common import apply_colour  # with a command module: not for `--version`
 
     context.obj = {"debug": debug}
     apply_colour(context, color)

@@ -67,6 +67,7 @@ def stdin_spooled(paths: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     if STDIN not in paths:
         yield paths
         return
+    # only when stdin is read: off every command's cold start (shutil imports fnmatch)
     import shutil
     import tempfile
 
@@ -92,6 +93,7 @@ def stdin_name(text: str) -> str:
 
 def is_store_url(value: str) -> bool:
     """Whether a PATH argument is a PostgreSQL store URL (``postgresql://``, ``postgres://``)."""
+    # when a command runs, not for `dsh-store --help`
     from ..postgres.url import is_postgres_url
 
     return is_postgres_url(value)
@@ -164,6 +166,7 @@ def one_log(path: str) -> str:
 
     A directory that is not a session directory is a usage error: one line, exit 2.
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..summary import NotASessionDirectoryError, one_log_file
 
     try:
@@ -368,6 +371,7 @@ def guarded(command: F) -> F:
 
 def command_message(error: BaseException) -> str:
     """A library error's message as a command reports it (see ``bulk.command_message``)."""
+    # only when a command fails: bulk off the read commands' cold start
     from ..bulk import command_message as render
 
     return render(error)
@@ -614,6 +618,7 @@ def stdout_spool(wanted: bool, name: str = "stdout.jsonl") -> Iterator[str | Non
     if not wanted:
         yield None
         return
+    # only for `--output -`: off every command's cold start (shutil imports fnmatch)
     import shutil
     import tempfile
 
@@ -626,7 +631,7 @@ def stdout_spool(wanted: bool, name: str = "stdout.jsonl") -> Iterator[str | Non
 
 def copy_to_stdout(path: str) -> None:
     """Copy the file at ``path`` to stdout's bytes, 1 MiB at a time."""
-    import shutil
+    import shutil  # only for `--output -`, as above
 
     sys.stdout.flush()
     with open(path, "rb") as source:

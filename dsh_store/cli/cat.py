@@ -49,6 +49,7 @@ def cat(path: str, from_seq: int, types: tuple[str, ...], session: str | None) -
       git show HEAD:session.v4.jsonl | dsh-store cat -
       dsh-store cat postgresql://agent@db.internal/sessions --session s1
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..summary import stream_v4_lines
 
     out = sys.stdout.buffer
@@ -59,6 +60,7 @@ def cat(path: str, from_seq: int, types: tuple[str, ...], session: str | None) -
             out.write(escape_json_line(line))
 
     if session_of_store(path, session):
+        # only for a PostgreSQL store: the postgres modules off a JSONL command's start
         from ..database import session_events
 
         assert session is not None

@@ -71,6 +71,7 @@ def copy_sessions(
       dsh-store copy postgresql://agent@db.internal/sessions ./backup --encoding zstd
       dsh-store copy ~/.dsh/sessions postgresql://agent@db.internal/sessions --session s1
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..copying import copy_sessions as copy_all
 
     for where, role in ((source, "SRC"), (target, "DST")):
@@ -81,6 +82,7 @@ def copy_sessions(
     if encoding is not None and is_store_url(target):
         raise click.UsageError("--encoding is for a JSONL DST; a PostgreSQL store keeps rows")
     if encoding is not None and os.path.isdir(target):
+        # imported when the command runs: off `dsh-store --help`'s cold start
         from ..store import JsonlStore
 
         found = JsonlStore(target).encoding  # the encoding of the logs it holds, if any

@@ -30,6 +30,7 @@ def demo(root: str | None) -> None:
       dsh-store demo
       dsh-store demo --root /tmp/dsh-demo
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..demo import DemoRootError, run_demo
 
     try:

@@ -51,6 +51,7 @@ def export(path: str, output_format: str, output: str, session: str | None) -> N
     """
     fmt: ExportFormat = "html" if output_format == "html" else "markdown"
     if session_of_store(path, session):
+        # only for a PostgreSQL store: the postgres modules off a JSONL command's start
         from ..database import spooled_log
 
         assert session is not None
@@ -61,6 +62,7 @@ def export(path: str, output_format: str, output: str, session: str | None) -> N
 
 
 def _export(log: str, fmt: ExportFormat, output: str) -> None:
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..export import export_file, export_transcript
 
     if output == "-":

@@ -54,9 +54,11 @@ def inspect(
       dsh-store inspect ~/.dsh/sessions/_no-cwd/s1
       dsh-store inspect postgresql://agent@db.internal/sessions --session s1
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..summary import summarize
 
     if session_of_store(path, session):
+        # only for a PostgreSQL store: the postgres modules off a JSONL command's start
         from ..database import summarize_session
 
         assert session is not None

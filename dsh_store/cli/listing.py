@@ -6,11 +6,12 @@ The module is not called ``list`` so that it never shadows the builtin's name.
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
 
-from ._common import common_options, count_by, echo_json, envelope, guarded
+from ._common import common_options, count_by, echo_json, envelope, guarded, is_store_url
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -45,13 +46,14 @@ def list_sessions(root: str | None, as_json: bool) -> None:
       dsh-store list /var/lib/agent/sessions --json
       dsh-store list postgresql://agent@db.internal/sessions
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..summary import list_store, printable
-    from ._common import is_store_url
 
     configured = os.environ.get("DSH_STORE_ROOT")
     if root is None and configured and is_store_url(configured):
         root = configured
     if root is not None and is_store_url(root):
+        # only for a PostgreSQL store: the postgres modules off a JSONL command's start
         from ..database import list_sessions
         from ..postgres.url import redact
 
@@ -88,8 +90,6 @@ def local_time(epoch_ms: int) -> str:
 
     A value no clock can show (out of the platform's range) is printed as the number.
     """
-    from datetime import datetime
-
     try:
         moment = datetime.fromtimestamp(epoch_ms / 1000).astimezone()
     except (OverflowError, OSError, ValueError):

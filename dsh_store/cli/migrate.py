@@ -120,6 +120,7 @@ def migrate(
       dsh-store migrate fixtures/ --in-place --jobs 4
       dsh-store migrate ~/.dsh/sessions --encoding zstd
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..bulk import MigrationOptionsError, migrate_paths
     from ..verify import NoLogsError
 
@@ -198,6 +199,7 @@ def migrate(
 
 def _nothing_to_migrate(url: str) -> str:
     """Why ``migrate URL`` does nothing (the URL's password masked)."""
+    # only for a PostgreSQL URL: off a JSONL migration's start
     from ..postgres.url import redact
 
     return printable(
@@ -211,6 +213,7 @@ def _named(result: MigrationResult, spool: str | None) -> MigrationResult:
     """``result`` with the stdout spool file (``--output -``) named ``-``."""
     if spool is None or result.target is None or str(result.target) != spool:
         return result
+    # only for `--output -`: off `dsh-store --help`'s cold start
     from dataclasses import replace
     from pathlib import Path
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._output import JSON_SCHEMA_VERSION, printable
 from ._common import common_options, echo_json, fail, guarded
 
 if TYPE_CHECKING:
@@ -45,10 +46,12 @@ def init(url: str, as_json: bool) -> None:
       dsh-store pg init postgresql://agent@db.internal/sessions
       dsh-store pg init "$DATABASE_URL" --json
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..postgres.url import is_postgres_url, redact
 
     if not is_postgres_url(url):
         fail(f"{redact(url)} is not a postgresql:// URL", 2)
+    # the backend (and psycopg, the postgres extra) only for a valid URL
     from ..postgres.backend import PostgresBackend
 
     backend = PostgresBackend(url)
@@ -64,8 +67,6 @@ def init(url: str, as_json: bool) -> None:
 
 def init_document(result: SchemaInit) -> dict[str, Any]:
     """The ``pg init --json`` object (docs/schemas/pg-init.schema.json)."""
-    from .._output import JSON_SCHEMA_VERSION
-
     return {
         "schema": JSON_SCHEMA_VERSION,
         "store": result.url,
@@ -82,8 +83,6 @@ def init_document(result: SchemaInit) -> dict[str, Any]:
 
 def describe(result: SchemaInit) -> str:
     """One line saying what ``pg init`` found and did."""
-    from .._output import printable
-
     where = f"{result.url} (database schema {result.schema})"
     steps = ", ".join(f"{m.version} ({m.summary})" for m in result.applied)
     if result.action == "created":

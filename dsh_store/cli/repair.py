@@ -105,6 +105,7 @@ def repair(
     if salvage or output is not None:
         _salvage(paths, output, salvage=salvage, dry_run=dry_run, fmt=fmt)
         return
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..bulk import repair_paths
     from ..verify import NoLogsError
 
@@ -121,6 +122,7 @@ def repair(
         hook = streaming("repairing", None if fmt == "json" else emit)
         shown = 0
         if is_url:
+            # only for a PostgreSQL store: the postgres modules off a JSONL command's start
             from ..database import repair_store
 
             results.extend(repair_store(run[0], dry_run=dry_run, progress=hook))
@@ -165,6 +167,7 @@ def _repair_summary(summary: dict[str, int]) -> str:
 def _salvage(
     paths: tuple[str, ...], output: str | None, *, salvage: bool, dry_run: bool, fmt: str
 ) -> None:
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..bulk import salvage_path
 
     if not salvage:
@@ -278,6 +281,7 @@ def repair_text(outcome: RepairOutcome) -> str:
         return f"{result['path']}: {style('refused', fg='red')}: {result['reason']}"
     if result["classification"] is None:  # an orphan publish temp: no log of its own
         verb = {"repaired": "deleted", "would-repair": "would delete"}.get(status)
+        # only for an orphan temp's line: off `dsh-store --help`'s cold start
         from ..jsonl.layout import is_repair_partial
 
         if is_repair_partial(os.path.basename(result["path"])):

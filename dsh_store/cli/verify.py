@@ -106,6 +106,7 @@ def verify(
       git show HEAD:session.v4.jsonl | dsh-store verify -
       dsh-store verify postgresql://agent@db.internal/sessions --json
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..verify import NoLogsError, counts_as_failure, verify_json, verify_tree
 
     context = click.get_current_context()
@@ -152,6 +153,7 @@ def verify(
         for is_url, run in url_runs(files):
             hook = streaming("verifying", None if fmt == "json" else emit)
             if is_url:
+                # only for a PostgreSQL store: the postgres modules off a JSONL command's start
                 from ..database import verify_store
 
                 found.extend(verify_store(run[0], progress=hook))
@@ -200,6 +202,7 @@ def _named(report: FileReport) -> FileReport:
 
 
 def _orphan_text(temp: LeftoverTemp, *, failed: bool) -> str:
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..verify import orphan_temp_finding
 
     finding = orphan_temp_finding(temp)
@@ -211,6 +214,7 @@ def _orphan_text(temp: LeftoverTemp, *, failed: bool) -> str:
 
 
 def _orphan_annotation(temp: LeftoverTemp, *, failed: bool) -> str:
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..verify import orphan_temp_finding
 
     finding = orphan_temp_finding(temp)
@@ -225,6 +229,7 @@ def superseded_by(path: str) -> str | None:
     keeps; the walk reads only the newest, and a PATH naming the old one (as pre-commit
     does, file by file) gets the newest's name here. None for any other file.
     """
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..jsonl import layout
 
     directory, name = os.path.split(path)
@@ -280,6 +285,7 @@ def _one_line(text: str) -> str:
 def _verify_summary(
     reports: Sequence[FileReport], orphans: Sequence[LeftoverTemp], failing: int
 ) -> str:
+    # imported when the command runs: off `dsh-store --help`'s cold start
     from ..verify import summary_counts
 
     parts = ", ".join(f"{count} {kind}" for kind, count in summary_counts(reports).items())

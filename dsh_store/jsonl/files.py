@@ -255,6 +255,7 @@ def replace_durably(temp: Path, final: Path) -> None:
 
 def _frame_encoder(path: Path) -> FrameEncoder:
     """A zstd frame encoder for the log at ``path`` (docs/format.md §7)."""
+    # only for a zstd log: the codec off a raw log's write
     from dsh_store.jsonl.zstd_codec import FrameEncoder
 
     try:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidSessionIdError
 
 if TYPE_CHECKING:
+    # pathlib off `dsh-store verify`'s cold start (tests/cli/test_import_cost.py)
     from pathlib import Path
 
 __all__ = [
@@ -216,6 +217,7 @@ def decode_session_id(name: str) -> str | None:
 
 def project_dir(root: str | os.PathLike[str], cwd: str | None) -> Path:
     """Directory holding every session of the project ``cwd`` under ``root``."""
+    # pathlib off `dsh-store verify`'s cold start (tests/cli/test_import_cost.py)
     from pathlib import Path
 
     return Path(root) / project_key(cwd)
@@ -316,6 +318,7 @@ def log_path(root: str | os.PathLike[str], session_id: str, cwd: str | None) -> 
 
 def temp_path(final: str | os.PathLike[str], token: str) -> Path:
     """Temporary sibling of ``final`` used while publishing it: ``<final>.<token>.tmp``."""
+    # pathlib off `dsh-store verify`'s cold start (tests/cli/test_import_cost.py)
     from pathlib import Path
 
     final_path = Path(final)

@@ -42,7 +42,7 @@ from ..errors import (
     UnsupportedVersionError,
 )
 from ..jsonvalue import duplicate_key
-from ..records import Finding, HeaderInfo, ScannedRow, TornTail
+from ..records import Finding, HeaderInfo, PassResults, ScannedRow, TornTail
 from .rows import (
     CURRENT_VERSION,
     LONG_LINE_BYTES,
@@ -169,13 +169,16 @@ class _Defect(NamedTuple):
         )
 
 
-class LogScanner:
+class LogScanner(PassResults):
     """Stream the committed prefix of one session log file (see the module docstring).
 
     Nothing is opened until :meth:`rows` or :meth:`read_header` is called. The summary
     properties (:attr:`torn`, :attr:`committed_size`, :attr:`event_count`,
     :attr:`findings`) are final once :meth:`rows` has been exhausted; each call of
-    :meth:`rows` rescans the file from the start.
+    :meth:`rows` rescans the file from the start. Those every reader shares are
+    :class:`~dsh_store.records.PassResults`' (here ``file_size`` is the file's size when
+    the scan opened it, and the findings are the header's shape, BOM, CRLF and the crash
+    tail); :attr:`empty` and :attr:`revision` are the file's own.
     """
 
     def __init__(
@@ -199,12 +202,8 @@ class LogScanner:
         self._reset()
 
     def _reset(self) -> None:
-        self._header: HeaderInfo | None = None
-        self._torn: TornTail | None = None
-        self._committed_size = 0
+        self._begin_pass()
         self._event_count = 0
-        self._findings: list[Finding] = []
-        self._file_size = 0
         self._stat: os.stat_result | None = None
         self._finished = False
         self._watermark: Watermark | None = None
@@ -216,39 +215,14 @@ class LogScanner:
     # -- results -----------------------------------------------------------------------
 
     @property
-    def header(self) -> HeaderInfo | None:
-        """The decoded header line; None for an empty (0-byte) file or before any read."""
-        return self._header
-
-    @property
     def empty(self) -> bool:
         """True when the file was 0 bytes long at the last scan (never materialized)."""
         return self._stat is not None and self._file_size == 0
 
     @property
-    def torn(self) -> TornTail | None:
-        """The crash tail found by the last complete scan, or None."""
-        return self._torn
-
-    @property
-    def committed_size(self) -> int:
-        """Bytes of the committed prefix: the header plus every accepted line."""
-        return self._committed_size
-
-    @property
     def event_count(self) -> int:
         """Logical events in the committed prefix (packed rows count all their members)."""
         return self._event_count
-
-    @property
-    def findings(self) -> list[Finding]:
-        """Every problem noticed: header shape, BOM, CRLF and the crash tail, in file order."""
-        return list(self._findings)
-
-    @property
-    def file_size(self) -> int:
-        """Size of the file when the scan opened it (the bytes that were looked at)."""
-        return self._file_size
 
     @property
     def durable_size(self) -> int | None:
@@ -685,6 +659,7 @@ class LogScanner:
 
     def _read_zstd_header(self) -> HeaderInfo:
         """Decode only frame 0 of a zstd log, the header line."""
+        # only for a zstd log: the codec off a raw log's read
         from .zstd_codec import ZstdLogReader
 
         first = None
@@ -886,6 +861,7 @@ class _ZstdFrames:
     """
 
     def __init__(self, scanner: LogScanner) -> None:
+        # only for a zstd log: the codec off a raw log's read
         from .zstd_codec import ZstdLogReader
 
         self.scanner = scanner

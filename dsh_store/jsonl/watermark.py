@@ -153,6 +153,7 @@ def _read_head_crc(log: str, identity: tuple[int, int]) -> int | None:
 
 def _zstd_head_crc(log: str) -> int | None:
     """CRC of the header line a zstd log's first frame holds, or None."""
+    # only for a zstd log: the codec off a raw log's read
     from .zstd_codec import ZstdLogReader
 
     try:

@@ -59,7 +59,7 @@ batches: level 3 stores 0.263 of the raw bytes at about 75 µs per batch; level 
 def _zstd(path: str | None = None) -> Any:
     """The ``zstandard`` module, imported on first use."""
     try:
-        import zstandard
+        import zstandard  # the zstd extra: imported on first use
     except ImportError:
         raise ZstdUnavailableError(path) from None
     return zstandard

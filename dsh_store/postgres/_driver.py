@@ -16,7 +16,7 @@ from ..errors import DatabaseError, PostgresUnavailableError
 from .url import redact
 
 if TYPE_CHECKING:
-    import psycopg
+    import psycopg  # the postgres extra: imported on first use
 
 __all__ = ["connect", "database_errors", "driver"]
 
@@ -30,7 +30,7 @@ def driver(url: str | None = None) -> object:
     :raises PostgresUnavailableError: psycopg is not installed (the postgres extra).
     """
     try:
-        import psycopg
+        import psycopg  # the postgres extra: imported on first use
     except ImportError:
         raise PostgresUnavailableError(None if url is None else redact(url)) from None
     return psycopg
@@ -46,7 +46,7 @@ def _detail(error: BaseException, url: str) -> str:
 
 
 def _password_of(url: str) -> str | None:
-    from urllib.parse import urlsplit
+    from urllib.parse import urlsplit  # only to connect: off the CLI's cold start
 
     try:
         return urlsplit(url).password
@@ -57,7 +57,7 @@ def _password_of(url: str) -> str | None:
 @contextlib.contextmanager
 def database_errors(operation: str, url: str) -> Iterator[None]:
     """Turn a psycopg error raised inside into :class:`DatabaseError` (``operation`` on ``url``)."""
-    import psycopg
+    import psycopg  # the postgres extra: imported on first use
 
     try:
         yield
@@ -76,7 +76,7 @@ def connect(
     :raises PostgresUnavailableError: psycopg is not installed.
     """
     driver(url)
-    import psycopg
+    import psycopg  # the postgres extra: imported on first use
 
     with database_errors(operation, url):
         return psycopg.connect(url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)

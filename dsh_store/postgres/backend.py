@@ -56,7 +56,7 @@ from ..errors import (
 from ..jsonl.failpoints import failpoint
 from ..jsonl.layout import check_session_id, decode_session_id, encode_session_id, project_key
 from ..jsonl.rows import read_header_line, row_problem, unparsable_reason
-from ..records import HeaderInfo
+from ..records import HeaderInfo, PassResults
 from ._driver import connect, database_errors, driver
 from .schema import SCHEMA_VERSION, SchemaInit, advisory_key, ensure_schema
 from .url import redact
@@ -124,7 +124,7 @@ class PostgresBackend(StorageBackend):
         a read changes nothing, so repeating it is safe.
         """
         driver(self.url)  # a missing extra is a typed error, not an ImportError from here
-        import psycopg
+        import psycopg  # the postgres extra: imported on first use
 
         with self._meta_mutex:
             for attempt in (1, 2):
@@ -784,7 +784,7 @@ class PostgresAppender(Appender):
         self._closed = True
 
 
-class PostgresLogReader:
+class PostgresLogReader(PassResults):
     """One pass over a stored log: the header row, then the records by seq through a
     server-side cursor, all in one REPEATABLE READ snapshot.
 
@@ -799,51 +799,11 @@ class PostgresLogReader:
         self.location = location
         self.session_id = backend.session_id_of(location)
         self._connection: psycopg.Connection[tuple[Any, ...]] | None = None
-        self._header: HeaderInfo | None = None
-        self._size = 0
-        self._committed = 0
-        self._revision: str | None = None
-        self._torn: TornTail | None = None
-        self._findings: list[Finding] = []
-
-    @property
-    def header(self) -> HeaderInfo | None:
-        """The header row once :meth:`read_header` ran."""
-        return self._header
+        self._begin_pass()
 
     def reopen(self) -> PostgresLogReader:
         """A new pass over the same log."""
         return PostgresLogReader(self.backend, self.location)
-
-    @property
-    def empty(self) -> bool:
-        """Never: a stored session always has its header."""
-        return False
-
-    @property
-    def torn(self) -> TornTail | None:
-        """Rows after the first defect (None when every row is good)."""
-        return self._torn
-
-    @property
-    def committed_size(self) -> int:
-        """Bytes of the header and the accepted records."""
-        return self._committed
-
-    @property
-    def file_size(self) -> int:
-        """Bytes of the header and every stored record (``stored_bytes``)."""
-        return self._size
-
-    @property
-    def findings(self) -> list[Finding]:
-        """Header findings and defects, in log order."""
-        return self._findings
-
-    @property
-    def revision(self) -> str | None:
-        """The revision of the snapshot read."""
-        return self._revision
 
     def read_header(self) -> HeaderInfo | None:
         """The header row of the session.
@@ -869,7 +829,7 @@ class PostgresLogReader:
             self._close()
             raise NotASessionError(path, "no such session in the store")
         header = bytes(row[0])
-        self._size = int(row[1])
+        self._file_size = int(row[1])
         self._revision = str(row[2])
         try:
             info = read_header_line(header, path=path)
@@ -877,7 +837,7 @@ class PostgresLogReader:
             self._close()
             raise
         self._header = info
-        self._committed = info.size
+        self._committed_size = info.size
         self._findings.extend(info.findings)
         return info
 
@@ -939,12 +899,12 @@ class PostgresLogReader:
                     expected += 1
         finally:
             self._close()
-        self._committed = offset
+        self._committed_size = offset
         if defect is not None:
             self._findings.append(defect)
             self._torn = TornTail(
                 defect_offset,
-                self._size - defect_offset,
+                self._file_size - defect_offset,
                 defect.line or 0,
                 defect.message,
                 defect.seq or 0,
