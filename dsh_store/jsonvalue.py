@@ -35,6 +35,7 @@ import orjson
 from .errors import DuplicateKeyError, LosslessJsonError
 
 __all__ = [
+    "LINE_ENDS",
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "JsonValue",
@@ -44,6 +45,7 @@ __all__ = [
     "duplicate_key",
     "encode",
     "encode_framed",
+    "find_negative_zero",
     "format_path",
 ]
 
@@ -191,8 +193,10 @@ def decode(data: bytes | str) -> JsonValue:
 _SIGNED_LONG_DIGIT_RUN: Final = re.compile(rb"-?[0-9]{19,}")
 # The regular expression engine finds this literal at memchr speed, where ``in`` on bytes
 # runs a general substring search: twice as fast on a line that holds any "-".
-_find_negative_zero: Final = re.compile(rb"-0\.0").search
-_LINE_ENDS: Final = (b"", b"\n", b"\r\n")
+find_negative_zero: Final = re.compile(rb"-0\.0").search
+"""Where ``-0.0`` first occurs in encoded bytes (a match), or None."""
+LINE_ENDS: Final = (b"", b"\n", b"\r\n")
+"""What may follow a row's JSON text on its line: nothing, LF or CRLF."""
 
 
 def check_loaded(
@@ -222,11 +226,11 @@ def check_loaded(
     except orjson.JSONEncodeError:
         check_json(value, event_type=event_type, path=path)
         return
-    if _find_negative_zero(reencoded) is not None:
+    if find_negative_zero(reencoded) is not None:
         check_json(value, event_type=event_type, path=path)
     # startswith compares in place: no copy of the line to strip its line end. A canonical
     # line can hold neither a lossy literal nor a repeated key: only other lines are searched.
-    if raw is not None and not (raw.startswith(reencoded) and raw[len(reencoded) :] in _LINE_ENDS):
+    if raw is not None and not (raw.startswith(reencoded) and raw[len(reencoded) :] in LINE_ENDS):
         key = duplicate_key(raw)
         if key is not None:
             raise DuplicateKeyError(key, event_type=event_type)
@@ -309,7 +313,7 @@ def _is_canonical_in_pieces(value: JsonValue, raw: bytes) -> bool:
         walk(value, 0)
     except _NotCanonical:
         return False
-    return len(raw) - position <= 2 and raw[position:] in _LINE_ENDS
+    return len(raw) - position <= 2 and raw[position:] in LINE_ENDS
 
 
 class _RepeatedKey(Exception):

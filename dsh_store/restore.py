@@ -374,9 +374,10 @@ def header_from_row(value: Mapping[str, Any], log: str | os.PathLike[str]) -> Se
 def current_events(
     rows: Iterable[ScannedRow], log: str | os.PathLike[str]
 ) -> Iterator[SessionEvent]:
+    from_json = SessionEvent.from_json
     for row in rows:
         try:
-            yield SessionEvent.from_json(row.value, line=row.raw)
+            yield from_json(row[3], line=row[2])  # row.value, row.raw (no attribute lookups)
         except (EventValidationError, LosslessJsonError) as error:
             raise _row_error(error, log, row) from None
 

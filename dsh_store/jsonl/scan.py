@@ -547,12 +547,12 @@ class LogScanner(PassResults):
                 # Fast path for an ordinary event row; anything unusual takes row_problem().
                 if (
                     type(value) is dict
-                    and value.get("seq") == expected
-                    and type(value.get("seq")) is int
-                    and type(value.get("type")) is str
+                    and type(seq := value.get("seq")) is int
+                    and seq == expected
+                    and type(kind := value.get("type")) is str
                     and type(value.get("time")) is int
                     and "data" in value
-                    and value["type"] not in _PACKED
+                    and kind not in _PACKED
                 ):
                     if old_rows and dumps(value) != raw:
                         self._refuse_duplicate_keys(raw, line_no, offset, expected)

@@ -348,11 +348,16 @@ class SessionEvent(_EventSlots):
 
         ``sourceEventSeqs`` is read in plain and ``[start, end]`` range form. When ``line`` is
         given it must be the bytes ``obj`` was decoded from; they are kept as the event's
-        line (a trailing newline is added if missing) and make the lossless check cheap.
+        line as they are (no copy to add a missing newline: :attr:`line` adds it when
+        asked) and make the lossless check cheap.
 
         :raises EventValidationError: on a bad envelope or core payload.
         :raises LosslessJsonError: when the payload is not lossless JSON.
         """
+        if type(obj) is dict and line is not None:
+            event = _from_plain_row(obj, line)
+            if event is not None:
+                return event
         if type(obj) is not dict and not isinstance(obj, Mapping):  # the ABC check is slow
             _fail(
                 "event-not-object", f"an event must be a JSON object, got {obj!r:.80}", None, None
@@ -414,8 +419,6 @@ class SessionEvent(_EventSlots):
             line = memoryview(encoded).tobytes()
         else:
             jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
-            if not line.endswith(b"\n") and len(line) < UNTERMINATED_LINE_BYTES:
-                line += b"\n"  # a longer line is kept as read: see ``line``
         event = cls.__new__(cls)
         _init(event, event_type, seq, time, ignorable, op, sources, line, facts)
         return event
@@ -429,10 +432,10 @@ class SessionEvent(_EventSlots):
     def line(self) -> bytes:
         """The canonical JSONL row, including the trailing newline."""
         line = self._line
-        if line[-1] == 0x0A:
+        if line[-1:] == b"\n":
             return line
-        # A long line read from a log is kept as read, without its newline: adding it
-        # there would hold a second copy for the event's life (docs/format.md, memory).
+        # A line read from a log is kept as read, without its newline: adding it at
+        # restore would copy every line once more (docs/format.md, memory).
         return line + b"\n"
 
     def to_json(self) -> dict[str, Any]:
@@ -474,9 +477,89 @@ class SessionEvent(_EventSlots):
 
 _UNSET: Final = object()
 
-UNTERMINATED_LINE_BYTES: Final = 1 << 20
-"""From this length on, a line handed to :meth:`SessionEvent.from_json` without its
-newline is kept as it is (``line`` adds the newline when asked)."""
+
+def _from_plain_row(obj: dict[str, Any], line: bytes) -> SessionEvent | None:
+    """:meth:`SessionEvent.from_json` of a row in one of the three common envelope shapes,
+    or None for the general path to judge (and name what it refuses).
+
+    The shapes are exactly ``type, seq, time, data`` of a known type that produces no
+    message; those four plus ``surfaceOp: "append"`` of a message-producing type; and those
+    five plus ``sourceEventSeqs`` of plain, distinct, earlier seqs (no range pair) of a
+    message-producing type other than ``assistant/message``: what :func:`check_envelope`
+    accepts on sight. Everything else the general path checks is exact here too: safe
+    integers, the payload (:func:`check_payload`), and lossless JSON by one strict
+    re-encoding that equals the line and holds no ``-0.0`` (what
+    :func:`jsonvalue.check_loaded` proves first; any other outcome goes to it).
+    """
+    event_type = obj.get("type")
+    seq = obj.get("seq")
+    time = obj.get("time")
+    size = len(obj)
+    if not (
+        type(event_type) is str
+        and type(seq) is int
+        and type(time) is int
+        and 0 <= seq <= MAX_SAFE_INTEGER
+        and 0 <= time <= MAX_SAFE_INTEGER
+        and "data" in obj
+        and len(line) < jsonvalue.LARGE_LINE_BYTES
+    ):
+        return None
+    sources: tuple[int, ...] | None = None
+    if size == 4 and event_type in _PLAIN_TYPES:
+        op: SurfaceOp | None = None
+    elif (
+        event_type in SURFACE_TYPES
+        and type(surface_op := obj.get("surfaceOp")) is str
+        and surface_op == "append"
+    ):
+        op = "append"
+        if size == 6:
+            # Cited seqs as plain members only (no range pair), each earlier, none twice.
+            cited = obj.get("sourceEventSeqs")
+            if not (
+                type(cited) is list
+                and cited
+                and event_type != "assistant/message"
+                and _INT_ONLY.issuperset(map(type, cited))
+                and min(cited) >= 0
+                and max(cited) < seq
+                and len(set(cited)) == len(cited)
+            ):
+                return None
+            sources = tuple(cited)
+        elif size != 5:
+            return None
+    else:
+        return None
+    facts = check_payload(event_type, obj["data"], seq)
+    try:
+        encoded = _dumps(obj, option=_STRICT)
+    except orjson.JSONEncodeError:
+        encoded = b""
+    if not (
+        encoded
+        and line.startswith(encoded)
+        and line[len(encoded) :] in jsonvalue.LINE_ENDS
+        and jsonvalue.find_negative_zero(encoded) is None
+    ):
+        jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
+    event = _new_event(SessionEvent)
+    _SET_TYPE(event, event_type)
+    _SET_SEQ(event, seq)
+    _SET_TIME(event, time)
+    _SET_IGNORABLE(event, False)
+    _SET_OP(event, op)
+    _SET_SOURCES(event, sources)
+    _SET_LINE(event, line)
+    _SET_FACTS(event, facts)
+    _SET_DATA(event, _UNSET)
+    return event
+
+
+_PLAIN_TYPES: Final = KNOWN_TYPES - SURFACE_TYPES
+_dumps: Final = orjson.dumps
+_STRICT: Final = orjson.OPT_STRICT_INTEGER
 
 
 def _from_line(line: bytes) -> SessionEvent:

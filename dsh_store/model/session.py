@@ -288,8 +288,7 @@ class Session:
         :raises EventValidationError: with the seq of the first invalid event.
         """
         session = cls(header, clock, projections)
-        for event in events:
-            session._admit(event, refuse_unknown=True)
+        session._admit_restored(events)
         cut = session._last_inherited_marker()
         if header.is_seeded != (cut is not None):
             fail(
@@ -315,6 +314,48 @@ class Session:
     def _append_marker(self, data: dict[str, Any], stamp: int) -> None:
         seq = len(self._events)
         self._admit(SessionEvent("session/end-seed", seq, stamp, data), refuse_unknown=True)
+
+    def _admit_restored(self, events: Iterable[SessionEvent]) -> None:
+        """:meth:`_admit` each stored event (an unknown type refused unless ignorable).
+
+        An event of a known type that no projection interprets and whose surface op is
+        no replace is checked and committed inline, as :meth:`_admit` and :meth:`_commit`
+        would (one call per event less in a restore); every other event takes
+        :meth:`_admit` itself, and so does every event of a subclass with its own commit.
+        """
+        if type(self)._commit is not Session._commit:
+            for event in events:
+                self._admit(event, refuse_unknown=True)
+            return
+        committed = self._events
+        append = committed.append
+        lifecycle = self._lifecycle
+        check = lifecycle.check
+        apply = lifecycle.apply
+        surface_apply = self._surface.apply
+        interpreted = self._projection_kinds
+        self._events_view = None
+        for event in events:
+            seq = len(committed)
+            kind = event.type if _type_of(event) is SessionEvent else None
+            if (
+                kind in KNOWN_TYPES
+                and event.seq == seq
+                and kind not in interpreted
+                and _type_of(event.surface_op) is not SurfaceReplace
+            ):
+                facts = event._facts
+                check(kind, seq, facts)
+                append(event)
+                apply(kind, seq, facts)
+                if kind in SURFACE_TYPES:
+                    surface_apply(kind, seq, None)
+                elif kind == "request/header":
+                    self._header_seq = seq
+                elif kind == "request/context":
+                    self._context_seq = seq
+                continue
+            self._admit(event, refuse_unknown=True)
 
     def _admit(self, event: SessionEvent, *, refuse_unknown: bool) -> None:
         """Validate a fully formed history event at the end of the log and commit it."""

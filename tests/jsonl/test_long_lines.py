@@ -153,4 +153,6 @@ def test_an_event_keeps_a_long_line_as_read_and_still_gives_it_with_its_newline(
     short = orjson.dumps(
         {"type": "tool/call", "seq": 3, "time": 9, "data": {**data, "arguments": "a"}}
     )
-    assert SessionEvent.from_json(orjson.loads(short), line=short)._line == short + b"\n"
+    kept_short = SessionEvent.from_json(orjson.loads(short), line=short)
+    assert kept_short._line is short  # a short line is not copied either
+    assert kept_short.line == short + b"\n"
