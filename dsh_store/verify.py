@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from ._interrupt import HeldInterrupt
 from ._output import JSON_SCHEMA_VERSION
@@ -43,6 +43,9 @@ from .jsonl.rows import Finding
 from .jsonl.scan import LogScanner
 from .jsonl.temps import TEMP_GRACE_S, LeftoverTemp, by_directory, leftover_temps, orphan_temps_in
 from .restore import CLASSIFICATIONS, FileReport, examine
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "ENCODING_CONVERSION_RULE",
@@ -204,36 +207,59 @@ def iter_files(
     writes one file atomically is so either reported or not done.
     """
     if jobs <= 1 or len(items) <= 1:
-        for item in items:
-            if not finish_current:
+        if not finish_current:
+            for item in items:
                 yield function(item)
-                continue
-            with HeldInterrupt() as held:
+            return
+        # Held across each yield too: a first SIGINT landing after an item returned but
+        # before its consumer took the result (a few bytecodes) would drop that result.
+        with HeldInterrupt() as held:
+            for item in items:
                 result = function(item)
-            yield result
-            if held.pending:
-                raise KeyboardInterrupt
+                yield result
+                if held.pending:
+                    raise KeyboardInterrupt
         return
-    # only with --jobs > 1: the process pool off a one-process run's start
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_ignore_sigint)
     futures = []
     delivered = 0
-    try:
-        futures = [pool.submit(function, item) for item in items]
-        for future in futures:
-            result = future.result()
-            delivered += 1
-            yield result
-    except KeyboardInterrupt:
-        pool.shutdown(wait=True, cancel_futures=True)
-        for future in futures[delivered:]:
-            if future.done() and not future.cancelled() and future.exception() is None:
-                yield future.result()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    # In the main thread a first SIGINT is only noted, and taken at the points below, so
+    # no result is lost between its future and its consumer; a second one is at once.
+    with HeldInterrupt() as held:
+        try:
+            futures = [pool.submit(function, item) for item in items]
+            for future in futures:
+                result = _result_unless_interrupted(future, held)
+                delivered += 1
+                yield result
+                if held.pending:
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for future in futures[delivered:]:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    yield future.result()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+_POLL_S = 0.05  # how soon a held Ctrl-C is taken while waiting for a worker's result
+
+
+def _result_unless_interrupted(future: Future[R], held: HeldInterrupt) -> R:
+    """``future.result()``, raising KeyboardInterrupt once a held SIGINT is pending."""
+    from concurrent.futures import TimeoutError as FutureTimeout  # only with workers
+
+    while True:
+        if held.pending:
+            raise KeyboardInterrupt
+        try:
+            return future.result(timeout=_POLL_S)
+        except FutureTimeout:
+            continue
 
 
 def _ignore_sigint() -> None:
