@@ -200,11 +200,14 @@ def iter_files(
     is still yielded, in input order (a gap where an item never ran), before the interrupt
     is raised again: a caller that prints what it gets has printed every item done.
 
-    The workers ignore SIGINT, so the items they are running finish first. In this process
+    The workers ignore SIGINT, so the items they are running finish first; in the main
+    thread the parent holds a first SIGINT and takes it between results (within 50 ms while
+    it waits for one), so none is lost on its way to the caller. In this process
     (``jobs == 1``) the interrupt lands inside the running item, unless ``finish_current``:
-    then, in the main thread, a first SIGINT is held until the item returns (its result is
-    yielded, then the interrupt raised) and a second one interrupts at once. An item that
-    writes one file atomically is so either reported or not done.
+    then, in the main thread, a first SIGINT is held until the item returns and its result
+    has been taken by the caller, and only then raised. With either hold a second SIGINT
+    interrupts at once. An item that writes one file atomically is so either reported or
+    not done.
     """
     if jobs <= 1 or len(items) <= 1:
         if not finish_current:
