@@ -47,6 +47,7 @@ __all__ = [
     "encode_framed",
     "find_negative_zero",
     "format_path",
+    "loaded_is_lossless",
 ]
 
 JsonValue = Any
@@ -199,6 +200,39 @@ LINE_ENDS: Final = (b"", b"\n", b"\r\n")
 """What may follow a row's JSON text on its line: nothing, LF or CRLF."""
 
 
+def _loaded_is_canonical(value: JsonValue, raw: bytes) -> bool:
+    """Whether ``raw`` is the strict canonical encoding of ``value`` (line end aside) and
+    holds no ``-0.0``: what :func:`check_loaded` accepts on sight, proven by encoding once.
+
+    The same question as ``dsh_store._loadscreen.lossless`` (C, compiled at install time,
+    which answers it without encoding), for an install without a C compiler.
+    """
+    try:
+        encoded = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+    except orjson.JSONEncodeError:
+        return False
+    return (
+        raw.startswith(encoded)
+        and raw[len(encoded) :] in LINE_ENDS
+        and find_negative_zero(encoded) is None
+    )
+
+
+loaded_is_lossless: Callable[[JsonValue, bytes], bool]
+"""Whether ``value``, decoded from the line ``raw``, is lossless JSON as read (what
+:func:`check_loaded` accepts); False means: run :func:`check_loaded`, which names the
+problem or accepts. In C when compiled: one walk of the decoded containers and one
+``memchr``-paced pass over the line's strings instead of encoding the value again."""
+_loaded_screen: Callable[[JsonValue, bytes], bool] | None
+try:
+    from ._loadscreen import lossless as _c_loaded_screen
+except ImportError:  # installed without a C compiler
+    _loaded_screen = None
+    loaded_is_lossless = _loaded_is_canonical
+else:
+    _loaded_screen = loaded_is_lossless = _c_loaded_screen
+
+
 def check_loaded(
     value: JsonValue,
     *,
@@ -217,8 +251,11 @@ def check_loaded(
 
     ``raw`` is the line the value was decoded from (its ``\n`` or ``\r\n`` included or
     not): when it is not the canonical encoding, it is also searched for integer literals
-    that decoding turned into a different float.
+    that decoding turned into a different float. With ``raw`` and the C screen compiled, a
+    line :data:`loaded_is_lossless` accepts is accepted without encoding it again.
     """
+    if raw is not None and _loaded_screen is not None and _loaded_screen(value, raw):
+        return  # proven lossless as read, with no second encoding
     if raw is not None and len(raw) >= LARGE_LINE_BYTES and _is_canonical_in_pieces(value, raw):
         return  # a long canonical line: checked without a second copy of it
     try:

@@ -285,7 +285,8 @@ def baseline_fsync_each_validated(events: Sequence[Event], path: Path, seconds: 
 
 def baseline_load_lines_checked(path: Path) -> float:
     """:func:`baseline_load_lines` plus the lossless re-check restore must run on every
-    decoded line (``jsonvalue.check_loaded``), GC disabled alike."""
+    decoded line (``jsonvalue.check_loaded`` given the line, as restore gives it), GC
+    disabled alike."""
     loads = orjson.loads
     gc.disable()
     try:
@@ -294,7 +295,7 @@ def baseline_load_lines_checked(path: Path) -> float:
         with open(path, "rb") as source:
             for line in source:
                 value = loads(line)
-                check_loaded(value)
+                check_loaded(value, raw=line)
                 values.append(value)
         elapsed = time.perf_counter() - start
     finally:

@@ -487,9 +487,9 @@ def _from_plain_row(obj: dict[str, Any], line: bytes) -> SessionEvent | None:
     five plus ``sourceEventSeqs`` of plain, distinct, earlier seqs (no range pair) of a
     message-producing type other than ``assistant/message``: what :func:`check_envelope`
     accepts on sight. Everything else the general path checks is exact here too: safe
-    integers, the payload (:func:`check_payload`), and lossless JSON by one strict
-    re-encoding that equals the line and holds no ``-0.0`` (what
-    :func:`jsonvalue.check_loaded` proves first; any other outcome goes to it).
+    integers, the payload (:func:`check_payload`), and lossless JSON as read
+    (:func:`jsonvalue.loaded_is_lossless`; any other outcome goes to
+    :func:`jsonvalue.check_loaded`, which names the problem or accepts).
     """
     event_type = obj.get("type")
     seq = obj.get("seq")
@@ -533,16 +533,7 @@ def _from_plain_row(obj: dict[str, Any], line: bytes) -> SessionEvent | None:
     else:
         return None
     facts = check_payload(event_type, obj["data"], seq)
-    try:
-        encoded = _dumps(obj, option=_STRICT)
-    except orjson.JSONEncodeError:
-        encoded = b""
-    if not (
-        encoded
-        and line.startswith(encoded)
-        and line[len(encoded) :] in jsonvalue.LINE_ENDS
-        and jsonvalue.find_negative_zero(encoded) is None
-    ):
+    if not _loaded_is_lossless(obj, line):
         jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
     event = _new_event(SessionEvent)
     _SET_TYPE(event, event_type)
@@ -558,8 +549,7 @@ def _from_plain_row(obj: dict[str, Any], line: bytes) -> SessionEvent | None:
 
 
 _PLAIN_TYPES: Final = KNOWN_TYPES - SURFACE_TYPES
-_dumps: Final = orjson.dumps
-_STRICT: Final = orjson.OPT_STRICT_INTEGER
+_loaded_is_lossless: Final = jsonvalue.loaded_is_lossless
 
 
 def _from_line(line: bytes) -> SessionEvent:

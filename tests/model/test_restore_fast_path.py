@@ -2,7 +2,7 @@
 general path refuses.
 
 A row read from a log in one of the common envelope shapes skips the general envelope
-checks and proves lossless JSON by one strict re-encoding that equals the line. Here the
+checks and proves lossless JSON on sight (``jsonvalue.loaded_is_lossless``). Here the
 same row and line run twice, once as shipped and once with the fast path switched off, on
 near-valid rows with hostile mutations of the envelope, the payload and the line's bytes:
 both must accept with the same event (line, fields and facts), or refuse with the same
