@@ -8,19 +8,23 @@
  *   decoded as a float at least that large, so no such literal can have lost digits);
  * - every int is within +-(2^53 - 1) and no container is nested deeper than MAX_DEPTH
  *   levels (so the strict encoder would accept the value as it is);
- * - no object of raw repeats a key: raw holds exactly as many name separators (a colon
- *   outside a string) as the decoded dicts hold keys, and a repeated key leaves its dict
- *   one key short.
+ * - no object of raw repeats a key: raw holds exactly as many strings as the decoded
+ *   value (keys and str values), counted as unescaped quotes, two per string. Each string
+ *   of raw decodes to one str, except where a repeated key drops the earlier member: its
+ *   key and every string of its value.
  *
  * raw is taken to be what value was decoded from (valid JSON, so a quote preceded by an
- * odd run of backslashes is inside a string). The walk reads containers in place and
- * calls no Python code. False never decides a refusal: the caller then runs the precise
- * check, which names the problem or accepts.
+ * odd run of backslashes is inside a string, and any other quote opens or closes one).
+ * The walk reads containers in place and calls no Python code. False never decides a
+ * refusal: the caller then runs the precise check, which names the problem or accepts.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 /* jsonvalue.MAX_DEPTH: the container levels the strict encoder writes. */
 #define MAX_DEPTH 254
@@ -28,7 +32,7 @@
 /* 2^63: a decoded float this large may stand for an integer literal beyond 64 bits. */
 #define HUGE_FLOAT 9223372036854775808.0
 
-static int loaded_is_plain(PyObject *value, int levels_left, Py_ssize_t *keys);
+static int loaded_is_plain(PyObject *value, int levels_left, Py_ssize_t *strings);
 
 static inline int
 scalar_is_plain(PyObject *value, PyTypeObject *kind)
@@ -50,19 +54,21 @@ scalar_is_plain(PyObject *value, PyTypeObject *kind)
 }
 
 static inline int
-member_is_plain(PyObject *member, int levels_left, Py_ssize_t *keys)
+member_is_plain(PyObject *member, int levels_left, Py_ssize_t *strings)
 {
     PyTypeObject *kind = Py_TYPE(member);
     if (kind == &PyUnicode_Type) { /* most members: judged without a call */
+        ++*strings;
         return 1;
     }
     int scalar = scalar_is_plain(member, kind);
-    return scalar >= 0 ? scalar : loaded_is_plain(member, levels_left, keys);
+    return scalar >= 0 ? scalar : loaded_is_plain(member, levels_left, strings);
 }
 
-/* A container: levels_left counts the levels it and its members may still use. */
+/* A container: levels_left counts the levels it and its members may still use; strings
+ * counts the str keys and values met. */
 static int
-loaded_is_plain(PyObject *value, int levels_left, Py_ssize_t *keys)
+loaded_is_plain(PyObject *value, int levels_left, Py_ssize_t *strings)
 {
     PyTypeObject *kind = Py_TYPE(value);
     if (levels_left == 0) {
@@ -71,10 +77,10 @@ loaded_is_plain(PyObject *value, int levels_left, Py_ssize_t *keys)
     if (kind == &PyDict_Type) {
         Py_ssize_t position = 0;
         PyObject *key, *member;
-        *keys += PyDict_GET_SIZE(value);
+        *strings += PyDict_GET_SIZE(value);
         while (PyDict_Next(value, &position, &key, &member)) {
             if (Py_TYPE(key) != &PyUnicode_Type ||
-                !member_is_plain(member, levels_left - 1, keys)) {
+                !member_is_plain(member, levels_left - 1, strings)) {
                 return 0;
             }
         }
@@ -82,7 +88,7 @@ loaded_is_plain(PyObject *value, int levels_left, Py_ssize_t *keys)
     }
     if (kind == &PyList_Type) {
         for (Py_ssize_t index = 0; index < PyList_GET_SIZE(value); index++) {
-            if (!member_is_plain(PyList_GET_ITEM(value, index), levels_left - 1, keys)) {
+            if (!member_is_plain(PyList_GET_ITEM(value, index), levels_left - 1, strings)) {
                 return 0;
             }
         }
@@ -91,39 +97,56 @@ loaded_is_plain(PyObject *value, int levels_left, Py_ssize_t *keys)
     return 0;
 }
 
-/* The colons outside strings of the JSON text [text, end): its name separators. */
-static Py_ssize_t
-name_separators(const char *text, const char *end)
+/* Whether the quote at text[at] is escaped: an odd run of backslashes right before it. */
+static inline int
+escaped(const char *text, Py_ssize_t at)
 {
-    Py_ssize_t colons = 0;
-    while (text < end) {
-        char c = *text;
-        if (c == ':') {
-            colons++;
-        }
-        else if (c == '"') {
-            /* The closing quote: the first one not escaped by an odd run of backslashes.
-             * The run stops at the opening quote at the latest. */
-            const char *quote = text + 1;
-            for (;;) {
-                quote = memchr(quote, '"', (size_t)(end - quote));
-                if (quote == NULL) {
-                    return -1; /* not what a decoder accepted */
-                }
-                const char *run = quote;
-                while (run[-1] == '\\') {
-                    run--;
-                }
-                if (((quote - run) & 1) == 0) {
-                    break;
-                }
-                quote++;
-            }
-            text = quote;
-        }
-        text++;
+    Py_ssize_t run = at;
+    while (run > 0 && text[run - 1] == '\\') {
+        run--;
     }
-    return colons;
+    return (at - run) & 1;
+}
+
+/* The unescaped quotes of the JSON text raw: two per string. */
+static Py_ssize_t
+unescaped_quotes(const char *text, Py_ssize_t size)
+{
+    Py_ssize_t quotes = 0, index = 0;
+#if defined(__SSE2__) && defined(__x86_64__)
+    if (size >= 17) {
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+        const __m128i zero = _mm_setzero_si128();
+        __m128i sums = zero;
+        quotes = text[0] == '"';
+        index = 1; /* each block is compared with the one a byte before it */
+        while (index + 16 <= size) {
+            /* Byte counters, added up before any can pass 255. */
+            __m128i counts = zero;
+            for (int block = 0; block < 255 && index + 16 <= size; block++, index += 16) {
+                __m128i here = _mm_loadu_si128((const __m128i *)(text + index));
+                __m128i before = _mm_loadu_si128((const __m128i *)(text + index - 1));
+                __m128i is_quote = _mm_cmpeq_epi8(here, quote);
+                counts = _mm_sub_epi8(counts, is_quote);
+                /* A quote right after a backslash may be escaped: measure its run. */
+                int after_backslash = _mm_movemask_epi8(
+                    _mm_and_si128(is_quote, _mm_cmpeq_epi8(before, backslash)));
+                while (after_backslash) {
+                    quotes -= escaped(text, index + __builtin_ctz(after_backslash));
+                    after_backslash &= after_backslash - 1;
+                }
+            }
+            sums = _mm_add_epi64(sums, _mm_sad_epu8(counts, zero));
+        }
+        quotes += _mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
+    }
+#endif
+    for (; index < size; index++) {
+        if (text[index] == '"') {
+            quotes += 1 - escaped(text, index);
+        }
+    }
+    return quotes;
 }
 
 static PyObject *
@@ -137,18 +160,20 @@ lossless(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyBytes_CheckExact(raw)) {
         Py_RETURN_FALSE;
     }
-    Py_ssize_t keys = 0;
+    Py_ssize_t strings = 0;
     PyTypeObject *kind = Py_TYPE(value);
     int plain = scalar_is_plain(value, kind);
     if (plain < 0) {
-        plain = loaded_is_plain(value, MAX_DEPTH, &keys);
+        plain = loaded_is_plain(value, MAX_DEPTH, &strings);
+    }
+    else if (kind == &PyUnicode_Type) {
+        strings = 1;
     }
     if (!plain) {
         Py_RETURN_FALSE;
     }
-    const char *text = PyBytes_AS_STRING(raw);
-    Py_ssize_t colons = name_separators(text, text + PyBytes_GET_SIZE(raw));
-    return PyBool_FromLong(colons == keys);
+    Py_ssize_t quotes = unescaped_quotes(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw));
+    return PyBool_FromLong(quotes == 2 * strings);
 }
 
 PyDoc_STRVAR(lossless_doc,

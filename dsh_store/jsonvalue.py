@@ -222,7 +222,8 @@ loaded_is_lossless: Callable[[JsonValue, bytes], bool]
 """Whether ``value``, decoded from the line ``raw``, is lossless JSON as read (what
 :func:`check_loaded` accepts); False means: run :func:`check_loaded`, which names the
 problem or accepts. In C when compiled: one walk of the decoded containers and one
-``memchr``-paced pass over the line's strings instead of encoding the value again."""
+pass over the line that counts its strings (a repeated key drops some) instead of encoding
+the value again."""
 _loaded_screen: Callable[[JsonValue, bytes], bool] | None
 try:
     from ._loadscreen import lossless as _c_loaded_screen

@@ -255,3 +255,23 @@ def test_the_c_screen_is_built_where_a_c_compiler_is() -> None:
     assert "c" in SCREENS, "dsh_store._loadscreen was not built; run scripts/setup-venv"
     assert jsonvalue._loaded_screen is SCREENS["c"]
     assert jsonvalue.loaded_is_lossless is SCREENS["c"]
+
+
+@each_screen
+def test_quotes_are_counted_across_every_block_boundary(screen: str) -> None:
+    # The C screen counts quotes 16 bytes at a time, each block against the one a byte
+    # earlier (for an escaping backslash), and adds its counters up every 255 blocks.
+    check = SCREENS[screen]
+    for pad in range(48):
+        for body in ('\\"', "\\\\", '\\\\\\"', "x", "é"):
+            text = "p" * pad + body
+            raw = orjson.dumps({"k": text, "l": [text, {"m": text}]})
+            assert check(orjson.loads(raw), raw) is True, (pad, body)
+            repeated = raw[:-1] + b',"k":"' + body.encode() + b'"}'
+            assert check(orjson.loads(repeated), repeated) is False, (pad, body)
+            assert precise(repeated)[0] == "refused"
+    for count in (254 * 4, 255 * 4, 256 * 4, 3000):  # more quotes than a byte counter holds
+        raw = orjson.dumps({"k": ["a"] * count})
+        assert check(orjson.loads(raw), raw) is True, count
+        repeated = raw[:-1] + b',"k":[]}'
+        assert check(orjson.loads(repeated), repeated) is False, count
