@@ -42,6 +42,7 @@ _OUTCOME_UNKNOWN: Final = (
     "TOOL_OUTCOME_UNKNOWN",
     TOOL_OUTCOME_UNKNOWN_TEXT,
 )
+_TURN_BOUNDARIES: Final = frozenset({"turn/start", "turn/end"})
 
 
 def _open_tail(
@@ -52,7 +53,12 @@ def _open_tail(
     step: int | None = None
     pending: dict[str, int | None] = {}
     resolved: set[str] = set()
-    for event in events:
+    # turn/start and turn/end set every part of the state, so the walk can start at the
+    # last of them instead of at the first event (a balanced log ends in one).
+    start = len(events) - 1
+    while start > 0 and events[start].type not in _TURN_BOUNDARIES:
+        start -= 1
+    for event in events[max(start, 0) :]:
         kind = event.type
         facts = event._facts
         if kind == "assistant/message":

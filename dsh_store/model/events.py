@@ -535,17 +535,19 @@ def _from_plain_row(obj: dict[str, Any], line: bytes) -> SessionEvent | None:
     facts = check_payload(event_type, obj["data"], seq)
     if not _loaded_is_lossless(obj, line):
         jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
-    event = _new_event(SessionEvent)
-    _SET_TYPE(event, event_type)
-    _SET_SEQ(event, seq)
-    _SET_TIME(event, time)
-    _SET_IGNORABLE(event, False)
-    _SET_OP(event, op)
-    _SET_SOURCES(event, sources)
-    _SET_LINE(event, line)
-    _SET_FACTS(event, facts)
-    _SET_DATA(event, _UNSET)
-    return event
+    # Plain slot stores on a draft and one class switch, as in make_event.
+    draft = _new_event(_EventDraft)
+    draft.type = event_type
+    draft.seq = seq
+    draft.time = time
+    draft.ignorable = False
+    draft.surface_op = op
+    draft.source_event_seqs = sources
+    draft._line = line
+    draft._facts = facts
+    draft._data = _UNSET
+    draft.__class__ = SessionEvent  # type: ignore[assignment]  # same layout, guarded
+    return draft  # type: ignore[return-value]  # a SessionEvent now
 
 
 _PLAIN_TYPES: Final = KNOWN_TYPES - SURFACE_TYPES

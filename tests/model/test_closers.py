@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_store.model import Session, SessionEvent, interrupted_closers
+from dsh_store.model import closers as closers_module
 from dsh_store.model.closers import TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT
 
 from .builders import new_session, open_step, restore, simple_turn, tool_turn_open, user
@@ -241,3 +242,46 @@ def test_texts_are_the_ones_the_dsh_session_readme_fixes(tmp_path: Path) -> None
     section = readme[readme.index("### Crash-repair result") :]
     said = re.findall(r"says `([^`]+)`", section[: section.index("#### Token effect")])
     assert said == [TOOL_NOT_STARTED_TEXT, TOOL_OUTCOME_UNKNOWN_TEXT]
+
+
+def _open_tail_from_the_first_event(
+    events: list[SessionEvent],
+) -> tuple[int | None, int | None, dict[str, int | None]]:
+    # The open tail by a walk over every event, the definition the closers follow.
+    turn: int | None = None
+    step: int | None = None
+    pending: dict[str, int | None] = {}
+    resolved: set[str] = set()
+    for event in events:
+        facts = event._facts
+        if event.type == "assistant/message":
+            for call_id in facts.requested_calls:
+                if call_id not in resolved:
+                    pending.setdefault(call_id, None)
+        elif event.type == "tool/call":
+            assert facts.call_id is not None
+            if facts.call_id not in resolved:
+                pending[facts.call_id] = event.seq
+        elif event.type == "tool/result":
+            assert facts.call_id is not None
+            pending.pop(facts.call_id, None)
+            resolved.add(facts.call_id)
+        elif event.type in ("turn/start", "turn/end"):
+            turn = facts.turn if event.type == "turn/start" else None
+            step, pending, resolved = None, {}, set()
+        elif event.type == "step/start":
+            step, pending, resolved = facts.step, {}, set()
+        elif event.type == "step/end":
+            step, pending, resolved = None, {}, set()
+    return turn, step, pending
+
+
+@given(ACTIONS, st.integers(0, 30))
+def test_the_open_tail_starting_at_the_last_turn_boundary_is_the_whole_walk(
+    actions: list[str], cut: int
+) -> None:
+    events = list(drive(actions).events)
+    for prefix in (events, events[:cut], events[cut:]):  # a slice need not start a turn
+        expected = _open_tail_from_the_first_event(prefix)
+        assert closers_module._open_tail(prefix) == expected
+        assert list(closers_module._open_tail(prefix)[2].items()) == list(expected[2].items())
