@@ -41,6 +41,16 @@ scalar_is_plain(PyObject *value, PyTypeObject *kind)
         return 1;
     }
     if (kind == &PyLong_Type) {
+        /* One digit (below 2^30 in magnitude, most ints): safe without a conversion. */
+#if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)value)) {
+            return 1;
+        }
+#else
+        if (Py_ABS(Py_SIZE(value)) <= 1) {
+            return 1;
+        }
+#endif
         int overflow = 0;
         long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
         return !overflow && number <= MAX_SAFE_INTEGER && number >= -MAX_SAFE_INTEGER;
@@ -114,26 +124,37 @@ unescaped_quotes(const char *text, Py_ssize_t size)
 {
     Py_ssize_t quotes = 0, index = 0;
 #if defined(__SSE2__) && defined(__x86_64__)
-    if (size >= 17) {
+    if (size >= 33) {
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
         const __m128i zero = _mm_setzero_si128();
         __m128i sums = zero;
         quotes = text[0] == '"';
         index = 1; /* each block is compared with the one a byte before it */
-        while (index + 16 <= size) {
-            /* Byte counters, added up before any can pass 255. */
+        /* Two blocks a step; each byte counter gains at most 2 a step, so they are
+         * added up every 127 steps, before any can pass 255. */
+        while (index + 32 <= size) {
             __m128i counts = zero;
-            for (int block = 0; block < 255 && index + 16 <= size; block++, index += 16) {
-                __m128i here = _mm_loadu_si128((const __m128i *)(text + index));
-                __m128i before = _mm_loadu_si128((const __m128i *)(text + index - 1));
-                __m128i is_quote = _mm_cmpeq_epi8(here, quote);
-                counts = _mm_sub_epi8(counts, is_quote);
+            for (int step = 0; step < 127 && index + 32 <= size; step++, index += 32) {
+                const char *at = text + index;
+                __m128i first = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)at), quote);
+                __m128i second =
+                    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(at + 16)), quote);
+                counts = _mm_sub_epi8(_mm_sub_epi8(counts, first), second);
                 /* A quote right after a backslash may be escaped: measure its run. */
-                int after_backslash = _mm_movemask_epi8(
-                    _mm_and_si128(is_quote, _mm_cmpeq_epi8(before, backslash)));
-                while (after_backslash) {
-                    quotes -= escaped(text, index + __builtin_ctz(after_backslash));
-                    after_backslash &= after_backslash - 1;
+                __m128i first_after = _mm_and_si128(
+                    first,
+                    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(at - 1)), backslash));
+                __m128i second_after = _mm_and_si128(
+                    second,
+                    _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(at + 15)), backslash));
+                if (_mm_movemask_epi8(_mm_or_si128(first_after, second_after))) {
+                    unsigned int after_backslash =
+                        (unsigned int)_mm_movemask_epi8(first_after) |
+                        (unsigned int)_mm_movemask_epi8(second_after) << 16;
+                    while (after_backslash) {
+                        quotes -= escaped(text, index + __builtin_ctz(after_backslash));
+                        after_backslash &= after_backslash - 1;
+                    }
                 }
             }
             sums = _mm_add_epi64(sums, _mm_sad_epu8(counts, zero));

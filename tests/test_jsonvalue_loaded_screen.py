@@ -259,8 +259,8 @@ def test_the_c_screen_is_built_where_a_c_compiler_is() -> None:
 
 @each_screen
 def test_quotes_are_counted_across_every_block_boundary(screen: str) -> None:
-    # The C screen counts quotes 16 bytes at a time, each block against the one a byte
-    # earlier (for an escaping backslash), and adds its counters up every 255 blocks.
+    # The C screen counts quotes 32 bytes a step, each 16-byte block against the one a byte
+    # earlier (for an escaping backslash), and adds its counters up every 127 steps.
     check = SCREENS[screen]
     for pad in range(48):
         for body in ('\\"', "\\\\", '\\\\\\"', "x", "é"):
