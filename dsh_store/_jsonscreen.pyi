@@ -1,3 +1,21 @@
+from collections.abc import Callable
+from typing import Any
+
 def plain(value: object, /) -> bool:
     """Whether ``value``, which the lossless encoder accepted, holds only exact builtin JSON
     types and only finite floats other than ``-0.0``."""
+
+def configure(
+    dumps: Callable[..., bytes],
+    error: type[BaseException],
+    default: Callable[[Any], Any],
+    option: int,
+    /,
+) -> None:
+    """Set the encoder :func:`framed_line` calls: ``dumps(frame, default=, option=)``,
+    whose refusals raise ``error``."""
+
+def framed_line(frame: dict[str, Any], inner: object, /) -> bytes | None:
+    """The configured encoding of ``frame`` plus a newline, if the encoder accepts ``frame``
+    and ``inner`` passes the type screen (:func:`plain`); else None. The line holds about
+    its own size."""

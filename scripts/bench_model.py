@@ -68,13 +68,13 @@ def _free_encode_framed(
 
 def _replay_without_encoding(mix: list[dict[str, Any]]) -> None:
     # The model's own work: validation, stamping, the event object and the state folds
-    # (the append path encodes through encode_framed, the others through encode).
-    real, real_framed = jsonvalue.encode, jsonvalue.encode_framed
-    jsonvalue.encode, jsonvalue.encode_framed = _free_encode, _free_encode_framed
+    # (the append path encodes through encode_row, the others through encode).
+    real, real_row = jsonvalue.encode, jsonvalue.encode_row
+    jsonvalue.encode, jsonvalue.encode_row = _free_encode, _free_encode_framed
     try:
         _replay(mix)
     finally:
-        jsonvalue.encode, jsonvalue.encode_framed = real, real_framed
+        jsonvalue.encode, jsonvalue.encode_row = real, real_row
 
 
 def run(quick: bool) -> None:

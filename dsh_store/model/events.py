@@ -412,11 +412,9 @@ class SessionEvent(_EventSlots):
         data = obj["data"]
         facts = check_payload(event_type, data, seq)
         if line is None:
-            # orjson hands back its growth buffer (3.13: about 4 KiB for a 100-byte line,
-            # 15 KiB for 1.5 KB); an event may be kept for a session's life, so it keeps a
-            # copy of the line's own size (docs/migrations.md, "Memory").
-            encoded = encode_line(event_type, seq, time, data, ignorable, sources, op)
-            line = memoryview(encoded).tobytes()
+            # At about its own size: an event may be kept for a session's life
+            # (docs/migrations.md, "Memory").
+            line = encode_line(event_type, seq, time, data, ignorable, sources, op)
         else:
             jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
         event = cls.__new__(cls)
@@ -620,7 +618,8 @@ def encode_line(
     *,
     prescreened: bool = False,
 ) -> bytes:
-    """Encode the envelope once, keys in canonical order, range pairs applied.
+    """Encode the envelope once, keys in canonical order, range pairs applied; the line
+    holds about its own size (:func:`jsonvalue.encode_row`), so an event keeps it as is.
 
     ``prescreened`` says the caller has proven every value of the envelope an exact ``str``,
     ``int`` or ``bool`` (a payload of :data:`~.shapes.PLAIN_PAYLOAD_SIZES`), so the strict
@@ -635,13 +634,10 @@ def encode_line(
         envelope["sourceEventSeqs"] = encode_source_seqs(sources)
     if op is not None:
         envelope["surfaceOp"] = op.to_json() if type(op) is SurfaceReplace else op
-    if prescreened:
-        try:
-            return orjson.dumps(envelope, option=_STRICT_LINE)
-        except orjson.JSONEncodeError:
-            pass  # a lone surrogate in a str: the lossless encoder below names it
     try:
-        return jsonvalue.encode_framed(envelope, data, event_type=event_type, path="", newline=True)
+        return jsonvalue.encode_row(
+            envelope, data, event_type=event_type, path="", screened=prescreened
+        )
     except LosslessJsonError as error:
         raise error.at_seq(seq) from None
 
@@ -666,9 +662,7 @@ def make_event(
     draft.ignorable = ignorable
     draft.surface_op = op
     draft.source_event_seqs = sources
-    # The encoder's growth buffer is several times the line (see ``from_json``); a live
-    # session keeps every event it appended, so the event keeps a copy of the line's size.
-    draft._line = memoryview(line).tobytes()
+    draft._line = line  # encode_line's: it holds about its own size
     draft._facts = facts
     draft._data = _UNSET
     draft.__class__ = SessionEvent  # type: ignore[assignment]  # same layout, guarded

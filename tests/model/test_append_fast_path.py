@@ -213,20 +213,35 @@ _SHORTCUTS: list[tuple[Any, str, Any]] = [
     (session_module, "PLAIN_PAYLOAD_SIZES", {}),
     (session_module, "_NON_SURFACE_KNOWN", frozenset()),
     (jsonvalue, "_screen_accepts", lambda value: False),
+    (jsonvalue, "_framed_line", None),
+]
+# What an install without a C compiler runs: the same shortcuts, in Python.
+_WITHOUT_C: list[tuple[Any, str, Any]] = [
+    (jsonvalue, "_screen_accepts", jsonvalue._screen_accepts_in_python),
+    (jsonvalue, "_framed_line", None),
 ]
 
 
 @contextlib.contextmanager
-def _precise_only() -> Iterator[None]:
-    """Switch off every append shortcut (module globals, read at each call)."""
-    saved = [getattr(module, name) for module, name, _ in _SHORTCUTS]
-    for module, name, off in _SHORTCUTS:
+def _switched(switches: list[tuple[Any, str, Any]]) -> Iterator[None]:
+    saved = [getattr(module, name) for module, name, _ in switches]
+    for module, name, off in switches:
         setattr(module, name, off)
     try:
         yield
     finally:
-        for (module, name, _), value in zip(_SHORTCUTS, saved, strict=True):
+        for (module, name, _), value in zip(switches, saved, strict=True):
             setattr(module, name, value)
+
+
+def _precise_only() -> contextlib.AbstractContextManager[None]:
+    """Switch off every append shortcut (module globals, read at each call)."""
+    return _switched(_SHORTCUTS)
+
+
+def _without_c() -> contextlib.AbstractContextManager[None]:
+    """The shortcuts an install without the C extension takes."""
+    return _switched(_WITHOUT_C)
 
 
 def _outcome(append: Callable[[], Any], session: Session) -> tuple[Any, ...]:
@@ -254,9 +269,12 @@ def test_append_fast_paths_agree_with_the_precise_paths(
     candidate: tuple[str, Any, Any, Any, bool],
 ) -> None:
     fast = _append(candidate)
+    with _without_c():
+        fast_in_python = _append(candidate)
     with _precise_only():
         precise = _append(candidate)
     assert fast == precise
+    assert fast_in_python == precise
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -312,10 +330,12 @@ def test_every_single_edit_agrees_on_both_paths() -> None:
     for candidate in _single_edits():
         count += 1
         fast = _append(candidate)
+        with _without_c():
+            fast_in_python = _append(candidate)
         with _precise_only():
             precise = _append(candidate)
-        if fast != precise:
-            disagreements.append((candidate, fast, precise))
+        if not fast == fast_in_python == precise:
+            disagreements.append((candidate, fast, fast_in_python, precise))
     assert count > 1000
     assert disagreements == []
 
@@ -342,6 +362,7 @@ def test_the_precise_switch_really_switches_the_shortcuts_off() -> None:
     with _precise_only():
         assert shapes._FAST == {}
         assert jsonvalue._screen_accepts([1]) is False
+        assert jsonvalue._framed_line is None
     assert shapes._FAST and jsonvalue._screen_accepts([1]) is True
 
 
