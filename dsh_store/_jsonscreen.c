@@ -17,6 +17,13 @@
  * the screen. The encoder's bytes come back with the growth buffer's slack handed back to
  * the allocator (a shrinking realloc, in place), so a kept line holds about its own size
  * without a copy. None means "not proven": the caller's precise path decides.
+ *
+ * payload_facts(event_type, data) is the payload check of the common core event types
+ * (dsh_store/model/shapes.py, the _fast_* functions, in C): the EventFacts of a payload in
+ * the common well-formed shape, or None, and then the precise checker in Python decides and
+ * names what it refuses. It accepts a subset of what the precise checkers accept, with the
+ * same facts; anything it is not sure of (a str subclass where a name is compared, a type
+ * it does not know) is None.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -176,6 +183,458 @@ framed_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return line;
 }
 
+/* -- payload facts ------------------------------------------------------------------- */
+
+#define MAX_SAFE_INTEGER 9007199254740991LL
+
+enum kind {
+    TURN_START,
+    TURN_END,
+    STEP,
+    USER_MESSAGE,
+    ASSISTANT_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    REQUEST_HEADER,
+};
+
+static PyObject *facts_type = NULL; /* shapes.EventFacts */
+static PyObject *no_facts = NULL;   /* shapes.NO_FACTS */
+static PyObject *kinds = NULL;      /* event type -> enum kind */
+static PyObject *no_calls = NULL;   /* () */
+
+/* Interned keys and names. */
+static PyObject *k_turn, *k_step, *k_reason, *k_kind, *k_role, *k_content, *k_message,
+    *k_stream, *k_interrupted, *k_source, *k_provider, *k_model, *k_type, *k_id, *k_call_id,
+    *k_name, *k_arguments, *k_error, *k_tool_call_id, *k_is_error, *k_header, *k_system,
+    *k_starts_series, *k_tools, *k_adapter_defaults, *k_config;
+static PyObject *n_user, *n_assistant, *n_tool, *n_tool_call, *n_initial, *n_resume,
+    *n_change, *n_series;
+
+/* The member under key, borrowed; NULL when absent (check PyErr_Occurred). */
+static inline PyObject *
+member(PyObject *dict, PyObject *key)
+{
+    return PyDict_GetItemWithError(dict, key);
+}
+
+/* A turn or step number: an exact int in 1 .. 2^53 - 1. */
+static inline int
+is_positive(PyObject *value)
+{
+    if (value == NULL || !PyLong_CheckExact(value)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+    return overflow == 0 && number > 0 && number <= MAX_SAFE_INTEGER;
+}
+
+static inline int
+is_text(PyObject *value)
+{
+    return value != NULL && PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) > 0;
+}
+
+/* An exact str equal to the interned name (a str subclass is not sure: 0). */
+static inline int
+is_name(PyObject *value, PyObject *name)
+{
+    if (value == name) {
+        return 1;
+    }
+    return value != NULL && PyUnicode_CheckExact(value) && PyUnicode_Compare(value, name) == 0;
+}
+
+/* A value of an exact builtin type whose == with a str is False, never user code. */
+static inline int
+is_builtin_other_than_str(PyObject *value)
+{
+    PyTypeObject *kind = Py_TYPE(value);
+    return kind == &PyDict_Type || kind == &PyList_Type || kind == &PyTuple_Type ||
+           kind == &PyLong_Type || kind == &PyFloat_Type || kind == &PyBool_Type ||
+           value == Py_None;
+}
+
+static PyObject *
+new_facts(PyObject *turn, PyObject *step, PyObject *call_id, PyObject *calls, int projects)
+{
+    PyTypeObject *type = (PyTypeObject *)facts_type;
+    PyObject *facts = type->tp_alloc(type, 7);
+    if (facts == NULL) {
+        return NULL;
+    }
+    PyObject *values[7] = {
+        turn,
+        step,
+        call_id,
+        calls,
+        Py_None,
+        Py_False,
+        projects ? Py_True : Py_False,
+    };
+    for (int index = 0; index < 7; index++) {
+        Py_INCREF(values[index]);
+        PyTuple_SET_ITEM(facts, index, values[index]);
+    }
+    return facts;
+}
+
+#define NOT_SURE() \
+    do { \
+        if (PyErr_Occurred()) { \
+            return NULL; \
+        } \
+        Py_RETURN_NONE; \
+    } while (0)
+
+static PyObject *
+assistant_facts(PyObject *data, PyObject *turn, PyObject *step)
+{
+    PyObject *message = member(data, k_message);
+    if (message == NULL || !PyDict_CheckExact(message)) {
+        NOT_SURE();
+    }
+    PyObject *stream = member(data, k_stream);
+    if (stream == NULL || !PyList_CheckExact(stream)) {
+        NOT_SURE();
+    }
+    PyObject *interrupted = member(data, k_interrupted);
+    if (interrupted != NULL && interrupted != Py_True) {
+        Py_RETURN_NONE;
+    }
+    if (!is_name(member(message, k_role), n_assistant)) {
+        NOT_SURE();
+    }
+    PyObject *content = member(message, k_content);
+    PyObject *source = member(message, k_source);
+    if (content == NULL || source == NULL || !PyList_CheckExact(content) ||
+        !PyDict_CheckExact(source)) {
+        NOT_SURE();
+    }
+    if (!is_text(member(source, k_provider)) || !is_text(member(source, k_model))) {
+        NOT_SURE();
+    }
+    Py_ssize_t count = 0;
+    Py_ssize_t size = PyList_GET_SIZE(content);
+    for (Py_ssize_t index = 0; index < size; index++) {
+        PyObject *block = PyList_GET_ITEM(content, index);
+        if (!PyDict_CheckExact(block)) {
+            continue;
+        }
+        PyObject *kind = member(block, k_type);
+        if (kind == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            continue;
+        }
+        if (!PyUnicode_CheckExact(kind)) {
+            if (is_builtin_other_than_str(kind)) {
+                continue; /* never equal to "tool-call" */
+            }
+            Py_RETURN_NONE; /* it may still compare equal to "tool-call" */
+        }
+        if (PyUnicode_Compare(kind, n_tool_call) == 0) {
+            if (!is_text(member(block, k_id))) {
+                NOT_SURE();
+            }
+            count++;
+        }
+    }
+    PyObject *calls = PyTuple_New(count);
+    if (calls == NULL) {
+        return NULL;
+    }
+    Py_ssize_t filled = 0;
+    /* The list may not change meanwhile: nothing above or here runs Python code on it, but
+     * a key's __eq__ in a mixed-key dict could; recount defensively. */
+    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(content) && filled < count; index++) {
+        PyObject *block = PyList_GET_ITEM(content, index);
+        if (!PyDict_CheckExact(block)) {
+            continue;
+        }
+        PyObject *kind = member(block, k_type);
+        if (kind != NULL && PyUnicode_CheckExact(kind) &&
+            PyUnicode_Compare(kind, n_tool_call) == 0) {
+            PyObject *call_id = member(block, k_id);
+            if (!is_text(call_id)) {
+                break;
+            }
+            Py_INCREF(call_id);
+            PyTuple_SET_ITEM(calls, filled, call_id);
+            filled++;
+        }
+    }
+    if (filled != count || PyErr_Occurred()) {
+        Py_DECREF(calls);
+        NOT_SURE();
+    }
+    PyObject *facts = new_facts(turn, step, Py_None, calls, size > 0);
+    Py_DECREF(calls);
+    return facts;
+}
+
+static PyObject *
+tool_result_facts(PyObject *data, PyObject *turn, PyObject *step)
+{
+    PyObject *message = member(data, k_message);
+    if (message == NULL || !PyDict_CheckExact(message)) {
+        NOT_SURE();
+    }
+    int has_error = PyDict_Contains(data, k_error);
+    if (has_error != 0) {
+        return has_error < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *call_id = member(message, k_tool_call_id);
+    if (!is_name(member(message, k_role), n_tool) || !is_text(call_id)) {
+        NOT_SURE();
+    }
+    PyObject *content = member(message, k_content);
+    if (content == NULL || !PyList_CheckExact(content)) {
+        NOT_SURE();
+    }
+    PyObject *is_error = member(message, k_is_error);
+    if (is_error == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    else if (!PyBool_Check(is_error)) {
+        Py_RETURN_NONE;
+    }
+    return new_facts(turn, step, call_id, no_calls, 1);
+}
+
+static PyObject *
+request_header_facts(PyObject *data)
+{
+    PyObject *header = member(data, k_header);
+    PyObject *reason = member(data, k_reason);
+    if (header == NULL || reason == NULL || !PyDict_CheckExact(header) ||
+        !PyUnicode_CheckExact(reason)) {
+        NOT_SURE();
+    }
+    if (!(is_name(reason, n_initial) || is_name(reason, n_resume) || is_name(reason, n_change) ||
+          is_name(reason, n_series))) {
+        Py_RETURN_NONE;
+    }
+    PyObject *starts = member(data, k_starts_series);
+    if (starts != NULL && starts != Py_True) {
+        Py_RETURN_NONE;
+    }
+    int has_system = PyDict_Contains(header, k_system);
+    if (has_system != 0) {
+        return has_system < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *tools = member(header, k_tools);
+    if (tools != NULL && !(PyList_CheckExact(tools) && PyList_GET_SIZE(tools) > 0)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *defaults = member(header, k_adapter_defaults);
+    if (defaults != NULL && !(PyDict_CheckExact(defaults) && PyDict_GET_SIZE(defaults) > 0)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *config = member(header, k_config);
+    if (config == NULL || !PyDict_CheckExact(config)) {
+        NOT_SURE();
+    }
+    if (!is_text(member(config, k_provider)) || !is_text(member(config, k_model))) {
+        NOT_SURE();
+    }
+    return Py_NewRef(no_facts);
+}
+
+static PyObject *
+payload_facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "payload_facts(event_type, data) takes 2 arguments");
+        return NULL;
+    }
+    if (facts_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "payload_facts: configure_facts() was not called");
+        return NULL;
+    }
+    PyObject *event_type = args[0];
+    PyObject *data = args[1];
+    if (!PyUnicode_CheckExact(event_type) || !PyDict_CheckExact(data)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *code = PyDict_GetItemWithError(kinds, event_type);
+    if (code == NULL) {
+        NOT_SURE();
+    }
+    enum kind kind = (enum kind)PyLong_AsLong(code);
+    if (kind == USER_MESSAGE) {
+        PyObject *content = member(data, k_content);
+        if (is_name(member(data, k_role), n_user) && content != NULL &&
+            PyList_CheckExact(content)) {
+            return Py_NewRef(no_facts);
+        }
+        NOT_SURE();
+    }
+    if (kind == REQUEST_HEADER) {
+        return request_header_facts(data);
+    }
+    PyObject *turn = member(data, k_turn);
+    if (!is_positive(turn)) {
+        NOT_SURE();
+    }
+    if (kind == TURN_START) {
+        return new_facts(turn, Py_None, Py_None, no_calls, 1);
+    }
+    if (kind == TURN_END) {
+        PyObject *reason = member(data, k_reason);
+        if (reason == NULL || !PyDict_CheckExact(reason) || !is_text(member(reason, k_kind))) {
+            NOT_SURE();
+        }
+        return new_facts(turn, Py_None, Py_None, no_calls, 1);
+    }
+    PyObject *step = member(data, k_step);
+    if (!is_positive(step)) {
+        NOT_SURE();
+    }
+    switch (kind) {
+    case STEP:
+        return new_facts(turn, step, Py_None, no_calls, 1);
+    case ASSISTANT_MESSAGE:
+        return assistant_facts(data, turn, step);
+    case TOOL_CALL: {
+        PyObject *call_id = member(data, k_call_id);
+        PyObject *arguments = member(data, k_arguments);
+        if (is_text(call_id) && is_text(member(data, k_name)) && arguments != NULL &&
+            PyUnicode_CheckExact(arguments)) {
+            return new_facts(turn, step, call_id, no_calls, 1);
+        }
+        NOT_SURE();
+    }
+    case TOOL_RESULT:
+        return tool_result_facts(data, turn, step);
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+static int
+intern_all(void)
+{
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {
+        {&k_turn, "turn"},
+        {&k_step, "step"},
+        {&k_reason, "reason"},
+        {&k_kind, "kind"},
+        {&k_role, "role"},
+        {&k_content, "content"},
+        {&k_message, "message"},
+        {&k_stream, "stream"},
+        {&k_interrupted, "interrupted"},
+        {&k_source, "source"},
+        {&k_provider, "provider"},
+        {&k_model, "model"},
+        {&k_type, "type"},
+        {&k_id, "id"},
+        {&k_call_id, "callId"},
+        {&k_name, "name"},
+        {&k_arguments, "arguments"},
+        {&k_error, "error"},
+        {&k_tool_call_id, "toolCallId"},
+        {&k_is_error, "isError"},
+        {&k_header, "header"},
+        {&k_system, "system"},
+        {&k_starts_series, "startsSeries"},
+        {&k_tools, "tools"},
+        {&k_adapter_defaults, "adapterDefaults"},
+        {&k_config, "config"},
+        {&n_user, "user"},
+        {&n_assistant, "assistant"},
+        {&n_tool, "tool"},
+        {&n_tool_call, "tool-call"},
+        {&n_initial, "initial"},
+        {&n_resume, "resume"},
+        {&n_change, "change"},
+        {&n_series, "series"},
+    };
+    for (size_t index = 0; index < sizeof(names) / sizeof(names[0]); index++) {
+        if (*names[index].slot == NULL) {
+            *names[index].slot = PyUnicode_InternFromString(names[index].text);
+            if (*names[index].slot == NULL) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+configure_facts(PyObject *module, PyObject *args)
+{
+    PyObject *type, *empty;
+    if (!PyArg_ParseTuple(args, "O!O:configure_facts", &PyType_Type, &type, &empty)) {
+        return NULL;
+    }
+    if (!PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type) ||
+        ((PyTypeObject *)type)->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        !PyObject_TypeCheck(empty, (PyTypeObject *)type) || PyTuple_GET_SIZE(empty) != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "configure_facts(a 7-field NamedTuple class, its empty value)");
+        return NULL;
+    }
+    if (intern_all() < 0) {
+        return NULL;
+    }
+    if (no_calls == NULL && (no_calls = PyTuple_New(0)) == NULL) {
+        return NULL;
+    }
+    if (kinds == NULL) {
+        struct {
+            const char *name;
+            enum kind kind;
+        } table[] = {
+            {"turn/start", TURN_START},
+            {"turn/end", TURN_END},
+            {"step/start", STEP},
+            {"step/end", STEP},
+            {"user/message", USER_MESSAGE},
+            {"assistant/message", ASSISTANT_MESSAGE},
+            {"tool/call", TOOL_CALL},
+            {"tool/result", TOOL_RESULT},
+            {"request/header", REQUEST_HEADER},
+        };
+        PyObject *built = PyDict_New();
+        if (built == NULL) {
+            return NULL;
+        }
+        for (size_t index = 0; index < sizeof(table) / sizeof(table[0]); index++) {
+            PyObject *code = PyLong_FromLong(table[index].kind);
+            if (code == NULL || PyDict_SetItemString(built, table[index].name, code) < 0) {
+                Py_XDECREF(code);
+                Py_DECREF(built);
+                return NULL;
+            }
+            Py_DECREF(code);
+        }
+        kinds = built;
+    }
+    Py_INCREF(type);
+    Py_XSETREF(facts_type, type);
+    Py_INCREF(empty);
+    Py_XSETREF(no_facts, empty);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(configure_facts_doc,
+"configure_facts(facts_type, no_facts, /)\n--\n\n"
+"Set the EventFacts class and its empty value payload_facts returns.");
+
+PyDoc_STRVAR(payload_facts_doc,
+"payload_facts(event_type, data, /)\n--\n\n"
+"The EventFacts of a common core payload in its well-formed shape, or None (the precise\n"
+"check in Python decides).");
+
 PyDoc_STRVAR(configure_doc,
 "configure(dumps, error, default, option, /)\n--\n\n"
 "Set the encoder framed_line calls: dumps(frame, default=default, option=option), whose\n"
@@ -195,6 +654,9 @@ static PyMethodDef methods[] = {
     {"plain", plain, METH_O, plain_doc},
     {"configure", configure, METH_VARARGS, configure_doc},
     {"framed_line", (PyCFunction)(void (*)(void))framed_line, METH_FASTCALL, framed_line_doc},
+    {"configure_facts", configure_facts, METH_VARARGS, configure_facts_doc},
+    {"payload_facts", (PyCFunction)(void (*)(void))payload_facts, METH_FASTCALL,
+     payload_facts_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,3 +19,11 @@ def framed_line(frame: dict[str, Any], inner: object, /) -> bytes | None:
     """The configured encoding of ``frame`` plus a newline, if the encoder accepts ``frame``
     and ``inner`` passes the type screen (:func:`plain`); else None. The line holds about
     its own size."""
+
+def configure_facts(facts_type: type[tuple[Any, ...]], no_facts: tuple[Any, ...], /) -> None:
+    """Set the ``EventFacts`` class (a 7-field NamedTuple) and its empty value that
+    :func:`payload_facts` returns."""
+
+def payload_facts(event_type: str, data: dict[str, Any], /) -> Any:
+    """The ``EventFacts`` of a common core payload in its well-formed shape, or None (the
+    precise check in Python decides)."""

@@ -9,6 +9,7 @@ checked for being lossless JSON.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple, NoReturn
 
 from ..jsonvalue import MAX_SAFE_INTEGER
@@ -121,9 +122,13 @@ def check_payload(event_type: str, data: Any, seq: int | None) -> EventFacts:
 
     :raises EventValidationError: with a stable rule name and the JSON path in the message.
     """
-    fast = _FAST.get(event_type)
-    if fast is not None and type(data) is dict:
-        facts = fast(data)
+    if type(data) is dict:
+        compiled = _payload_facts
+        if compiled is not None:
+            facts = compiled(event_type, data)
+        else:
+            fast = _FAST.get(event_type)
+            facts = fast(data) if fast is not None else None
         if facts is not None:
             return facts
     checker = _CHECKERS.get(event_type)
@@ -458,6 +463,17 @@ PLAIN_PAYLOAD_SIZES: Final = {"turn/start": 1, "step/start": 2, "step/end": 2, "
 """Types whose payload, once :func:`check_payload` accepted it with exactly this many keys,
 holds nothing but its required fields, each checked to be an exact ``int`` or ``str``: the
 lossless encoder's type screen has nothing left to find in it."""
+
+# The fast checks above in C (dsh_store._jsonscreen.payload_facts, the same shapes and
+# facts), or None on an install without a C compiler.
+_payload_facts: Callable[[str, dict[str, Any]], EventFacts | None] | None
+try:
+    from .._jsonscreen import configure_facts, payload_facts
+except ImportError:  # installed without a C compiler
+    _payload_facts = None
+else:
+    configure_facts(EventFacts, NO_FACTS)
+    _payload_facts = payload_facts
 
 _FAST: Final = {
     "turn/start": _fast_turn,

@@ -210,6 +210,7 @@ def candidates(draw: st.DrawFn) -> tuple[str, Any, Any, Any, bool]:
 # check on every event, no prescreened payload, and the full lossless walk for every value.
 _SHORTCUTS: list[tuple[Any, str, Any]] = [
     (shapes, "_FAST", {}),
+    (shapes, "_payload_facts", None),
     (session_module, "PLAIN_PAYLOAD_SIZES", {}),
     (session_module, "_NON_SURFACE_KNOWN", frozenset()),
     (jsonvalue, "_screen_accepts", lambda value: False),
@@ -217,6 +218,7 @@ _SHORTCUTS: list[tuple[Any, str, Any]] = [
 ]
 # What an install without a C compiler runs: the same shortcuts, in Python.
 _WITHOUT_C: list[tuple[Any, str, Any]] = [
+    (shapes, "_payload_facts", None),
     (jsonvalue, "_screen_accepts", jsonvalue._screen_accepts_in_python),
     (jsonvalue, "_framed_line", None),
 ]
@@ -356,6 +358,86 @@ def test_each_fast_payload_check_confirms_only_what_the_precise_check_accepts(
     assert shapes._CHECKERS[event_type](payload, data) == facts
 
 
+@settings(max_examples=600)
+@given(candidates())
+def test_the_c_payload_check_confirms_only_what_the_precise_check_accepts(
+    candidate: tuple[str, Any, Any, Any, bool],
+) -> None:
+    # The same facts as the precise checker whenever it confirms; and wherever the Python
+    # fast check confirms an exact payload, the C one does too (or the C one is not there).
+    compiled = _compiled_payload_facts()
+    event_type, data, _, _, _ = candidate
+    if type(data) is not dict:
+        assert compiled(event_type, data) is None
+        return
+    facts = compiled(event_type, data)
+    if facts is not None:
+        assert type(facts) is shapes.EventFacts
+        payload = shapes._Payload(event_type, 6)
+        assert shapes._CHECKERS[event_type](payload, data) == facts
+    fast = shapes._FAST.get(event_type)
+    in_python = fast(data) if fast is not None else None
+    if in_python is not None and _exact(data):
+        assert facts == in_python
+
+
+def _compiled_payload_facts() -> Callable[[Any, Any], Any]:
+    compiled = shapes._payload_facts
+    if compiled is None:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    return compiled
+
+
+def _exact(value: Any) -> bool:
+    """Only exact builtin containers, str, int, bool and None inside (no subclass, no enum):
+    where the C check has no reason to be less sure than the Python one."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(key) is str and _exact(item) for key, item in value.items())
+    if kind is list:
+        return all(_exact(item) for item in value)
+    return kind in (str, int, bool, float, type(None))
+
+
+def test_the_c_payload_check_confirms_every_event_of_the_realistic_mix() -> None:
+    # Where the C check gives up on a well-formed payload, the hot path silently loses it:
+    # every core payload of these shapes must be confirmed, with the precise facts.
+    compiled = _compiled_payload_facts()
+    session = _prefix()
+    confirmed = set()
+    for event_type, data, _ in _bases():
+        facts = compiled(event_type, data)
+        if event_type in shapes._FAST and event_type != "assistant/attempt":
+            assert facts is not None, event_type
+            confirmed.add(event_type)
+            payload = shapes._Payload(event_type, 6)
+            assert shapes._CHECKERS[event_type](payload, data) == facts
+        else:
+            assert facts is None, event_type
+    for event in session.events:
+        assert compiled(event.type, event.data) == event._facts
+    assert confirmed == set(shapes._FAST) - {"assistant/attempt"}
+
+
+def test_the_c_payload_check_is_not_sure_of_a_name_that_only_compares_equal() -> None:
+    # A str subclass (or StrEnum) that equals "tool-call" or "assistant" may be read as
+    # either by Python; the C check leaves it to the precise checker.
+    compiled = _compiled_payload_facts()
+    data: Any = assistant_message(1, 1, [], provider=PROVIDER, model=MODEL, id="a9")
+    data["message"]["content"] = [{"type": Text("tool-call"), "id": "c9"}]
+    assert compiled("assistant/message", data) is None
+    data["message"]["content"] = [{"type": {"k": 1}, "id": "c9"}, {"type": 7}, "text"]
+    assert compiled("assistant/message", data) == (1, 1, None, (), None, False, True)
+    data = assistant_message(1, 1, [], provider=PROVIDER, model=MODEL, id="a9")
+    data["message"]["role"] = Text("assistant")
+    assert compiled("assistant/message", data) is None
+    assert compiled("tool/result", {**tool_result(1, 1, "c1", "x"), "turn": Level.LOW}) is None
+    assert compiled(Text("turn/start"), turn_start(1)) is None
+    assert compiled("turn/start", {"turn": 2**53}) is None
+    assert compiled("turn/start", {"turn": 2**53 - 1}) is not None
+    assert compiled("turn/start", {"turn": 2**64}) is None
+
+
 def test_the_precise_switch_really_switches_the_shortcuts_off() -> None:
     # A payload only the fast path types is still checked and encoded the same way, and the
     # switch restores the shortcuts afterwards.
@@ -363,6 +445,7 @@ def test_the_precise_switch_really_switches_the_shortcuts_off() -> None:
         assert shapes._FAST == {}
         assert jsonvalue._screen_accepts([1]) is False
         assert jsonvalue._framed_line is None
+        assert shapes._payload_facts is None
     assert shapes._FAST and jsonvalue._screen_accepts([1]) is True
 
 
