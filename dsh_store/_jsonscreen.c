@@ -24,10 +24,15 @@
  * names what it refuses. It accepts a subset of what the precise checkers accept, with the
  * same facts; anything it is not sure of (a str subclass where a name is compared, a type
  * it does not know) is None.
+ *
+ * new_event(...) is make_event of dsh_store/model/events.py: it allocates the immutable
+ * event class configured by configure_event() and fills its slots in place, as the slots'
+ * own descriptors do (the class's __setattr__ refuses every store).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <structmember.h>
 
 /* jsonvalue.MAX_DEPTH + 1: the encoder's limit, with one level to spare. */
 #define LEVELS 255
@@ -626,6 +631,85 @@ configure_facts(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- events ----------------------------------------------------------------------------- */
+
+/* The slots new_event fills, in the order of make_event's parameters, then _data. */
+#define EVENT_FIELDS 9
+static PyTypeObject *event_type = NULL;
+static Py_ssize_t event_offsets[EVENT_FIELDS];
+static PyObject *event_unset = NULL; /* events._UNSET: data not decoded yet */
+
+static PyObject *
+configure_event(PyObject *module, PyObject *args)
+{
+    PyObject *type, *slots, *unset;
+    if (!PyArg_ParseTuple(args, "O!O!O:configure_event", &PyType_Type, &type, &PyTuple_Type,
+                          &slots, &unset)) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(slots) != EVENT_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "configure_event: 9 slot descriptors expected");
+        return NULL;
+    }
+    Py_ssize_t offsets[EVENT_FIELDS];
+    for (Py_ssize_t index = 0; index < EVENT_FIELDS; index++) {
+        PyObject *slot = PyTuple_GET_ITEM(slots, index);
+        if (!Py_IS_TYPE(slot, &PyMemberDescr_Type)) {
+            PyErr_SetString(PyExc_TypeError, "configure_event: a slot descriptor expected");
+            return NULL;
+        }
+        PyMemberDescrObject *descriptor = (PyMemberDescrObject *)slot;
+        if (descriptor->d_member->type != T_OBJECT_EX ||
+            (descriptor->d_member->flags & READONLY) ||
+            !PyType_IsSubtype((PyTypeObject *)type, PyDescr_TYPE(descriptor))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "configure_event: a writable object slot of the class expected");
+            return NULL;
+        }
+        offsets[index] = descriptor->d_member->offset;
+    }
+    memcpy(event_offsets, offsets, sizeof(offsets));
+    Py_INCREF(type);
+    Py_XSETREF(event_type, (PyTypeObject *)type);
+    Py_INCREF(unset);
+    Py_XSETREF(event_unset, unset);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+new_event(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != EVENT_FIELDS - 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "new_event(type, seq, time, line, ignorable, op, sources, facts)");
+        return NULL;
+    }
+    if (event_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "new_event: configure_event() was not called");
+        return NULL;
+    }
+    PyObject *event = event_type->tp_alloc(event_type, 0);
+    if (event == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t index = 0; index < EVENT_FIELDS; index++) {
+        PyObject *value = index < EVENT_FIELDS - 1 ? args[index] : event_unset;
+        PyObject **slot = (PyObject **)((char *)event + event_offsets[index]);
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+    }
+    return event;
+}
+
+PyDoc_STRVAR(configure_event_doc,
+"configure_event(event_class, slots, unset, /)\n--\n\n"
+"Set the class new_event builds and the descriptors of the slots it fills (type, seq,\n"
+"time, _line, ignorable, surface_op, source_event_seqs, _facts, _data), _data to unset.");
+
+PyDoc_STRVAR(new_event_doc,
+"new_event(type, seq, time, line, ignorable, op, sources, facts, /)\n--\n\n"
+"A new event of the configured class with its slots filled (make_event in C).");
+
 PyDoc_STRVAR(configure_facts_doc,
 "configure_facts(facts_type, no_facts, /)\n--\n\n"
 "Set the EventFacts class and its empty value payload_facts returns.");
@@ -655,6 +739,8 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, configure_doc},
     {"framed_line", (PyCFunction)(void (*)(void))framed_line, METH_FASTCALL, framed_line_doc},
     {"configure_facts", configure_facts, METH_VARARGS, configure_facts_doc},
+    {"configure_event", configure_event, METH_VARARGS, configure_event_doc},
+    {"new_event", (PyCFunction)(void (*)(void))new_event, METH_FASTCALL, new_event_doc},
     {"payload_facts", (PyCFunction)(void (*)(void))payload_facts, METH_FASTCALL,
      payload_facts_doc},
     {NULL, NULL, 0, NULL},

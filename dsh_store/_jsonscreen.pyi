@@ -27,3 +27,20 @@ def configure_facts(facts_type: type[tuple[Any, ...]], no_facts: tuple[Any, ...]
 def payload_facts(event_type: str, data: dict[str, Any], /) -> Any:
     """The ``EventFacts`` of a common core payload in its well-formed shape, or None (the
     precise check in Python decides)."""
+
+def configure_event(event_class: type, slots: tuple[Any, ...], unset: object, /) -> None:
+    """Set the class :func:`new_event` builds, the descriptors of the slots it fills (in
+    its parameters' order, then ``_data``) and the value ``_data`` starts with."""
+
+def new_event(
+    event_type: str,
+    seq: int,
+    time: int,
+    line: bytes,
+    ignorable: bool,
+    op: Any,
+    sources: tuple[int, ...] | None,
+    facts: tuple[Any, ...],
+    /,
+) -> Any:
+    """A new event of the configured class with its slots filled."""

@@ -8,7 +8,7 @@ never reach the logged value.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NamedTuple, NoReturn
 
 import orjson
@@ -542,17 +542,7 @@ def _from_plain_row(obj: dict[str, Any], line: bytes) -> SessionEvent | None:
         and jsonvalue.find_negative_zero(encoded) is None
     ):
         jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
-    event = _new_event(SessionEvent)
-    _SET_TYPE(event, event_type)
-    _SET_SEQ(event, seq)
-    _SET_TIME(event, time)
-    _SET_IGNORABLE(event, False)
-    _SET_OP(event, op)
-    _SET_SOURCES(event, sources)
-    _SET_LINE(event, line)
-    _SET_FACTS(event, facts)
-    _SET_DATA(event, _UNSET)
-    return event
+    return make_event(event_type, seq, time, line, False, op, sources, facts)
 
 
 _PLAIN_TYPES: Final = KNOWN_TYPES - SURFACE_TYPES
@@ -642,7 +632,7 @@ def encode_line(
         raise error.at_seq(seq) from None
 
 
-def make_event(
+def make_event_in_python(
     event_type: str,
     seq: int,
     time: int,
@@ -670,3 +660,34 @@ def make_event(
 
 
 _new_event: Final = object.__new__
+
+make_event: Callable[
+    [str, int, int, bytes, bool, SurfaceOp | None, tuple[int, ...] | None, EventFacts],
+    SessionEvent,
+]
+"""Wrap already checked and encoded parts (the append fast path): in C where the extension
+was compiled (one allocation, the slots filled in place), else :func:`make_event_in_python`."""
+try:
+    from .._jsonscreen import configure_event, new_event
+except ImportError:  # installed without a C compiler
+    make_event = make_event_in_python
+else:
+    configure_event(
+        SessionEvent,
+        tuple(
+            _EventSlots.__dict__[name]
+            for name in (
+                "type",
+                "seq",
+                "time",
+                "_line",
+                "ignorable",
+                "surface_op",
+                "source_event_seqs",
+                "_facts",
+                "_data",
+            )
+        ),
+        _UNSET,
+    )
+    make_event = new_event

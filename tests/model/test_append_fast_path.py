@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from dsh_store import jsonvalue
 from dsh_store.errors import DshStoreError
 from dsh_store.model import Session, SessionEvent, SurfaceReplace, shapes
+from dsh_store.model import events as events_module
 from dsh_store.model import session as session_module
 from dsh_store.payloads import (
     assistant_message,
@@ -219,6 +220,7 @@ _SHORTCUTS: list[tuple[Any, str, Any]] = [
 # What an install without a C compiler runs: the same shortcuts, in Python.
 _WITHOUT_C: list[tuple[Any, str, Any]] = [
     (shapes, "_payload_facts", None),
+    (session_module, "make_event", events_module.make_event_in_python),
     (jsonvalue, "_screen_accepts", jsonvalue._screen_accepts_in_python),
     (jsonvalue, "_framed_line", None),
 ]
@@ -460,10 +462,16 @@ def test_only_an_exact_append_string_is_the_append_op() -> None:
     )
 
 
-def test_an_appended_event_is_a_guarded_session_event() -> None:
-    # append builds its event on an unguarded draft of the same layout, then sets its class:
-    # what comes out must be exactly what the guarded constructor and a restore build.
-    session = _prefix()
+@pytest.mark.parametrize("builder", ["c", "python"])
+def test_an_appended_event_is_a_guarded_session_event(builder: str) -> None:
+    # append builds its event in C (the slots filled in place) or on an unguarded draft of
+    # the same layout whose class it then sets: what comes out must be exactly what the
+    # guarded constructor and a restore build.
+    if builder == "c" and events_module.make_event is events_module.make_event_in_python:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    switches = [] if builder == "c" else _WITHOUT_C
+    with _switched(switches):
+        session = _prefix()
     for event in session.events:
         assert type(event) is SessionEvent
         assert not hasattr(event, "__dict__")
@@ -491,3 +499,33 @@ def test_an_appended_event_is_a_guarded_session_event() -> None:
             assert [getattr(twin, name) for name in EVENT_FIELDS] == [
                 getattr(event, name) for name in EVENT_FIELDS
             ]
+
+
+def test_both_event_builders_fill_the_same_slots() -> None:
+    # make_event in C and in Python: the same class, slot values (by identity) and guard.
+    if events_module.make_event is events_module.make_event_in_python:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    facts = shapes.EventFacts(turn=1, step=2, call_id="c1")
+    cases: list[tuple[Any, ...]] = [
+        ("tool/result", 7, 11, b'{"x":1}\n', False, "append", (3, 5), facts),
+        ("x/y", 0, 0, b"{}\n", True, None, None, shapes.NO_FACTS),
+        ("user/message", 9, 2**53 - 1, b"[]\n", False, SurfaceReplace(1, 2), (1, 2), facts),
+    ]
+    slots = ("type", "seq", "time", "_line", "ignorable", "surface_op", "source_event_seqs")
+    for parts in cases:
+        built = events_module.make_event(*parts)
+        drafted = events_module.make_event_in_python(*parts)
+        for event in (built, drafted):
+            assert type(event) is SessionEvent
+            assert not hasattr(event, "__dict__")
+            assert [getattr(event, name) for name in slots] == list(parts[:7])
+            assert all(
+                getattr(event, name) is part for name, part in zip(slots, parts, strict=False)
+            )
+            assert event._facts is parts[7]
+            assert event._data is events_module._UNSET
+            with pytest.raises(AttributeError, match="immutable"):
+                event.seq = 1
+        assert built == drafted and hash(built) == hash(drafted)
+    with pytest.raises(TypeError):
+        events_module.make_event(*cases[0][:7])
