@@ -46,6 +46,7 @@ __all__ = [
     "encode",
     "encode_framed",
     "encode_row",
+    "fast_row",
     "find_negative_zero",
     "format_path",
 ]
@@ -120,17 +121,20 @@ def _screen_accepts_in_python(value: object) -> bool:
 
 
 _screen_accepts: Callable[[object], bool]
-# The C line encoder (orjson, the screen of the data and the newline in one call), or None.
-_framed_line: Callable[[dict[str, Any], object], bytes | None] | None
+fast_row: Callable[[dict[str, Any], object], bytes | None] | None
+"""The C row encoder, or None on an install without a C compiler: ``fast_row(frame,
+inner)`` is the row :func:`encode_row` writes for it (orjson, the type screen of ``inner``
+and the newline in one call), or None where that is not proven (then :func:`encode_row`
+decides and names any refusal)."""
 try:
     from ._jsonscreen import configure, framed_line, plain
 except ImportError:  # installed without a C compiler
     _screen_accepts = _screen_accepts_in_python
-    _framed_line = None
+    fast_row = None
 else:
     _screen_accepts = plain
     configure(orjson.dumps, orjson.JSONEncodeError, _refuse_default, _OPTIONS)
-    _framed_line = framed_line
+    fast_row = framed_line
 
 
 def encode(
@@ -209,7 +213,7 @@ def encode_row(
 
     Refuses, names and writes exactly as :func:`encode` of ``frame`` does.
     """
-    fast = _framed_line
+    fast = fast_row
     if fast is not None:
         line = fast(frame, inner)
         if line is not None:

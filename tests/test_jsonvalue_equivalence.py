@@ -66,13 +66,13 @@ each_screen = pytest.mark.parametrize("screen", sorted(SCREENS))
 def screened_by(screen: str) -> Iterator[None]:
     """Encode with the named type screen and its line encoder (module globals the encoders
     read per call)."""
-    saved = jsonvalue._screen_accepts, jsonvalue._framed_line
+    saved = jsonvalue._screen_accepts, jsonvalue.fast_row
     jsonvalue._screen_accepts = SCREENS[screen]
-    jsonvalue._framed_line = LINE_ENCODERS[screen]
+    jsonvalue.fast_row = LINE_ENCODERS[screen]
     try:
         yield
     finally:
-        jsonvalue._screen_accepts, jsonvalue._framed_line = saved
+        jsonvalue._screen_accepts, jsonvalue.fast_row = saved
 
 
 class Color(enum.Enum):
@@ -433,7 +433,7 @@ def test_the_c_screen_is_built_where_a_c_compiler_is() -> None:
         pytest.skip(f"no C compiler ({compiler}) here: the Python screen is the one in use")
     assert "c" in SCREENS, "dsh_store._jsonscreen was not built; run scripts/setup-venv"
     assert jsonvalue._screen_accepts is SCREENS["c"]
-    assert jsonvalue._framed_line is LINE_ENCODERS["c"]
+    assert jsonvalue.fast_row is LINE_ENCODERS["c"]
 
 
 @each_screen

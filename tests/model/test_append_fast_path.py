@@ -214,15 +214,16 @@ _SHORTCUTS: list[tuple[Any, str, Any]] = [
     (shapes, "_payload_facts", None),
     (session_module, "PLAIN_PAYLOAD_SIZES", {}),
     (session_module, "_NON_SURFACE_KNOWN", frozenset()),
+    (session_module, "_APPENDED_SURFACE", frozenset()),
     (jsonvalue, "_screen_accepts", lambda value: False),
-    (jsonvalue, "_framed_line", None),
+    (jsonvalue, "fast_row", None),
 ]
 # What an install without a C compiler runs: the same shortcuts, in Python.
 _WITHOUT_C: list[tuple[Any, str, Any]] = [
     (shapes, "_payload_facts", None),
     (session_module, "make_event", events_module.make_event_in_python),
     (jsonvalue, "_screen_accepts", jsonvalue._screen_accepts_in_python),
-    (jsonvalue, "_framed_line", None),
+    (jsonvalue, "fast_row", None),
 ]
 
 
@@ -446,7 +447,7 @@ def test_the_precise_switch_really_switches_the_shortcuts_off() -> None:
     with _precise_only():
         assert shapes._FAST == {}
         assert jsonvalue._screen_accepts([1]) is False
-        assert jsonvalue._framed_line is None
+        assert jsonvalue.fast_row is None
         assert shapes._payload_facts is None
     assert shapes._FAST and jsonvalue._screen_accepts([1]) is True
 
