@@ -12,6 +12,7 @@ import orjson
 from .. import jsonvalue
 from .._typed_append import typed_append
 from ..jsonvalue import MAX_SAFE_INTEGER
+from . import shapes
 from ._checks import fail, is_count
 from .events import (
     SessionEvent,
@@ -498,7 +499,10 @@ class Session:
             op: SurfaceOp | None = surface_op
             sources = None
             span = None
-            facts = check_payload(type, data, seq)
+            compiled = shapes.fast_payload_facts
+            facts = compiled(type, data) if compiled is not None else None
+            if facts is None:
+                facts = check_payload(type, data, seq)
             if facts.inherited:
                 self._candidate(seq, type, data, op, None, False, lifecycle, self._surface)
             lifecycle.check(type, seq, facts)

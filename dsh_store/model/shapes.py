@@ -15,7 +15,7 @@ from typing import Any, Final, NamedTuple, NoReturn
 from ..jsonvalue import MAX_SAFE_INTEGER
 from ._checks import fail, is_count, is_positive, is_text
 
-__all__ = ["PLAIN_PAYLOAD_SIZES", "EventFacts", "check_payload"]
+__all__ = ["PLAIN_PAYLOAD_SIZES", "EventFacts", "check_payload", "fast_payload_facts"]
 
 _REQUEST_REASONS: Final = frozenset({"initial", "resume", "change", "series"})
 
@@ -123,7 +123,7 @@ def check_payload(event_type: str, data: Any, seq: int | None) -> EventFacts:
     :raises EventValidationError: with a stable rule name and the JSON path in the message.
     """
     if type(data) is dict:
-        compiled = _payload_facts
+        compiled = fast_payload_facts
         if compiled is not None:
             facts = compiled(event_type, data)
         else:
@@ -464,16 +464,18 @@ PLAIN_PAYLOAD_SIZES: Final = {"turn/start": 1, "step/start": 2, "step/end": 2, "
 holds nothing but its required fields, each checked to be an exact ``int`` or ``str``: the
 lossless encoder's type screen has nothing left to find in it."""
 
-# The fast checks above in C (dsh_store._jsonscreen.payload_facts, the same shapes and
-# facts), or None on an install without a C compiler.
-_payload_facts: Callable[[str, dict[str, Any]], EventFacts | None] | None
+fast_payload_facts: Callable[[str, Any], EventFacts | None] | None
+"""The fast checks above in C (``dsh_store._jsonscreen.payload_facts``), or None on an
+install without a C compiler: ``fast_payload_facts(event_type, data)`` is what
+:func:`check_payload` returns for a common core payload in its well-formed shape, or None
+where that is not proven (then :func:`check_payload` decides and names any refusal)."""
 try:
     from .._jsonscreen import configure_facts, payload_facts
 except ImportError:  # installed without a C compiler
-    _payload_facts = None
+    fast_payload_facts = None
 else:
     configure_facts(EventFacts, NO_FACTS)
-    _payload_facts = payload_facts
+    fast_payload_facts = payload_facts
 
 _FAST: Final = {
     "turn/start": _fast_turn,

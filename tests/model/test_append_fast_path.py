@@ -211,7 +211,7 @@ def candidates(draw: st.DrawFn) -> tuple[str, Any, Any, Any, bool]:
 # check on every event, no prescreened payload, and the full lossless walk for every value.
 _SHORTCUTS: list[tuple[Any, str, Any]] = [
     (shapes, "_FAST", {}),
-    (shapes, "_payload_facts", None),
+    (shapes, "fast_payload_facts", None),
     (session_module, "PLAIN_PAYLOAD_SIZES", {}),
     (session_module, "_NON_SURFACE_KNOWN", frozenset()),
     (session_module, "_APPENDED_SURFACE", frozenset()),
@@ -220,7 +220,7 @@ _SHORTCUTS: list[tuple[Any, str, Any]] = [
 ]
 # What an install without a C compiler runs: the same shortcuts, in Python.
 _WITHOUT_C: list[tuple[Any, str, Any]] = [
-    (shapes, "_payload_facts", None),
+    (shapes, "fast_payload_facts", None),
     (session_module, "make_event", events_module.make_event_in_python),
     (jsonvalue, "_screen_accepts", jsonvalue._screen_accepts_in_python),
     (jsonvalue, "fast_row", None),
@@ -368,7 +368,7 @@ def test_the_c_payload_check_confirms_only_what_the_precise_check_accepts(
 ) -> None:
     # The same facts as the precise checker whenever it confirms; and wherever the Python
     # fast check confirms an exact payload, the C one does too (or the C one is not there).
-    compiled = _compiled_payload_facts()
+    compiled = _compiledfast_payload_facts()
     event_type, data, _, _, _ = candidate
     if type(data) is not dict:
         assert compiled(event_type, data) is None
@@ -384,8 +384,8 @@ def test_the_c_payload_check_confirms_only_what_the_precise_check_accepts(
         assert facts == in_python
 
 
-def _compiled_payload_facts() -> Callable[[Any, Any], Any]:
-    compiled = shapes._payload_facts
+def _compiledfast_payload_facts() -> Callable[[Any, Any], Any]:
+    compiled = shapes.fast_payload_facts
     if compiled is None:
         pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
     return compiled
@@ -405,7 +405,7 @@ def _exact(value: Any) -> bool:
 def test_the_c_payload_check_confirms_every_event_of_the_realistic_mix() -> None:
     # Where the C check gives up on a well-formed payload, the hot path silently loses it:
     # every core payload of these shapes must be confirmed, with the precise facts.
-    compiled = _compiled_payload_facts()
+    compiled = _compiledfast_payload_facts()
     session = _prefix()
     confirmed = set()
     for event_type, data, _ in _bases():
@@ -425,7 +425,7 @@ def test_the_c_payload_check_confirms_every_event_of_the_realistic_mix() -> None
 def test_the_c_payload_check_is_not_sure_of_a_name_that_only_compares_equal() -> None:
     # A str subclass (or StrEnum) that equals "tool-call" or "assistant" may be read as
     # either by Python; the C check leaves it to the precise checker.
-    compiled = _compiled_payload_facts()
+    compiled = _compiledfast_payload_facts()
     data: Any = assistant_message(1, 1, [], provider=PROVIDER, model=MODEL, id="a9")
     data["message"]["content"] = [{"type": Text("tool-call"), "id": "c9"}]
     assert compiled("assistant/message", data) is None
@@ -448,7 +448,7 @@ def test_the_precise_switch_really_switches_the_shortcuts_off() -> None:
         assert shapes._FAST == {}
         assert jsonvalue._screen_accepts([1]) is False
         assert jsonvalue.fast_row is None
-        assert shapes._payload_facts is None
+        assert shapes.fast_payload_facts is None
     assert shapes._FAST and jsonvalue._screen_accepts([1]) is True
 
 
