@@ -20,6 +20,7 @@ from .events import (
     SurfaceReplace,
     check_envelope,
     encode_line,
+    encode_source_seqs,
     make_event,
     normalize_source_seqs,
     parse_surface_op,
@@ -72,6 +73,9 @@ _type_of = type
 _NON_SURFACE_KNOWN: Final = KNOWN_TYPES - SURFACE_TYPES
 # Types whose common shape is surfaceOp "append" without sourceEventSeqs.
 _APPENDED_SURFACE: Final = SURFACE_TYPES
+# Types whose common shape may also cite sourceEventSeqs.
+_CITING_SURFACE: Final = SURFACE_TYPES - {"assistant/message"}
+_INT_ONLY: Final = frozenset({int})
 
 
 class _SeqIndex(Mapping[int, SessionEvent]):
@@ -484,20 +488,37 @@ class Session:
         if (
             _type_of(type) is str
             and ignorable is False
-            and source_event_seqs is None
             and (
-                (surface_op is None and type in _NON_SURFACE_KNOWN)
+                (
+                    source_event_seqs is None
+                    and (
+                        (surface_op is None and type in _NON_SURFACE_KNOWN)
+                        or (
+                            _type_of(surface_op) is str
+                            and surface_op == "append"
+                            and type in _APPENDED_SURFACE
+                        )
+                    )
+                )
                 or (
+                    # Cited seqs: a list of distinct earlier seqs (normalize_source_seqs and
+                    # check_envelope accept it), on a surface type that may cite.
                     _type_of(surface_op) is str
                     and surface_op == "append"
-                    and type in _APPENDED_SURFACE
+                    and type in _CITING_SURFACE
+                    and _type_of(source_event_seqs) is list
+                    and source_event_seqs
+                    and _INT_ONLY.issuperset(map(_type_of, source_event_seqs))
+                    and min(source_event_seqs) >= 0
+                    and max(source_event_seqs) < seq
+                    and len(set(source_event_seqs)) == len(source_event_seqs)
                 )
             )
         ):
             # The common envelopes, which check_envelope accepts on sight: _candidate's
             # steps in its order, without the ones these envelopes never need.
             op: SurfaceOp | None = surface_op
-            sources = None
+            sources = None if source_event_seqs is None else tuple(source_event_seqs)
             span = None
             compiled = shapes.fast_payload_facts
             facts = compiled(type, data) if compiled is not None else None
@@ -521,6 +542,8 @@ class Session:
             # encode_line's envelope for these shapes, encoded by the C row encoder itself;
             # anything it does not prove goes through encode_line, which names the problem.
             envelope = {"type": type, "seq": seq, "time": stamp, "data": data}
+            if sources is not None:
+                envelope["sourceEventSeqs"] = encode_source_seqs(sources)
             if op is not None:
                 envelope["surfaceOp"] = op
             line = fast_row(envelope, data)

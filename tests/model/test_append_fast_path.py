@@ -202,7 +202,11 @@ def candidates(draw: st.DrawFn) -> tuple[str, Any, Any, Any, bool]:
                 [None, "append", Text("append"), "replace", SurfaceReplace(3, 4), {"op": "x"}]
             )
         )
-    sources = draw(st.sampled_from([None, None, None, [3], (5,), [], [99], [True], [3, 3]]))
+    sources = draw(
+        st.sampled_from(
+            [None, None, None, [3], (5,), [], [99], [True], [3, 3], [1, 2, 3], [0, 2, 3, 4]]
+        )
+    )
     ignorable = draw(st.sampled_from([False, False, True]))
     return event_type, data, op, sources, ignorable
 
@@ -215,6 +219,7 @@ _SHORTCUTS: list[tuple[Any, str, Any]] = [
     (session_module, "PLAIN_PAYLOAD_SIZES", {}),
     (session_module, "_NON_SURFACE_KNOWN", frozenset()),
     (session_module, "_APPENDED_SURFACE", frozenset()),
+    (session_module, "_CITING_SURFACE", frozenset()),
     (jsonvalue, "_screen_accepts", lambda value: False),
     (jsonvalue, "fast_row", None),
 ]
@@ -323,7 +328,7 @@ def _single_edits() -> Iterator[tuple[str, Any, Any, Any, bool]]:
                 for extra in extras:
                     yield event_type, _edited(data, path, "insert", extra), op, None, False
         for other_op in (None, "append", Text("append"), SurfaceReplace(3, 4), {"op": "x"}):
-            for sources in (None, [3], (5,), [], [99], [True], [3, 3]):
+            for sources in (None, [3], (5,), [], [99], [True], [3, 3], [1, 2, 3], [3, -1]):
                 for ignorable in (False, True):
                     yield event_type, data, other_op, sources, ignorable
 
