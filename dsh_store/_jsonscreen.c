@@ -23,7 +23,9 @@
  * the common well-formed shape, or None, and then the precise checker in Python decides and
  * names what it refuses. It accepts a subset of what the precise checkers accept, with the
  * same facts; anything it is not sure of (a str subclass where a name is compared, a type
- * it does not know) is None.
+ * it does not know) is None. It looks only into dicts whose keys are all exact str, so no
+ * lookup runs Python code, and holds what it uses across its allocations (which may run
+ * finalizers).
  *
  * new_event(...) is make_event of dsh_store/model/events.py: it allocates the immutable
  * event class configured by configure_event() and fills its slots in place, as the slots'
@@ -209,7 +211,31 @@ static PyObject *k_turn, *k_step, *k_reason, *k_kind, *k_role, *k_content, *k_me
 static PyObject *n_user, *n_assistant, *n_tool, *n_tool_call, *n_initial, *n_resume,
     *n_change, *n_series;
 
-/* The member under key, borrowed; NULL when absent (check PyErr_Occurred). */
+/* Whether every key of dict is an exact str. Only then does a lookup in it run no Python
+ * code (a key of another type compares through its own __eq__). A payload with any other
+ * key breaks the lossless rules, so leaving it to the precise path loses nothing. */
+static int
+text_keyed(PyObject *dict)
+{
+    Py_ssize_t position = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &position, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* An exact dict with exact str keys only: one member() may read. */
+static inline int
+is_object(PyObject *value)
+{
+    return value != NULL && PyDict_CheckExact(value) && text_keyed(value);
+}
+
+/* The member of an is_object() dict under an interned key, borrowed, or NULL when absent.
+ * The lookup compares exact str only, so it runs no Python code and cannot fail. */
 static inline PyObject *
 member(PyObject *dict, PyObject *key)
 {
@@ -254,193 +280,162 @@ is_builtin_other_than_str(PyObject *value)
            value == Py_None;
 }
 
-static PyObject *
-new_facts(PyObject *turn, PyObject *step, PyObject *call_id, PyObject *calls, int projects)
+/* What a content block is to the requested calls: 1 a tool call with a non-empty id (set
+ * in *call_id, borrowed), 0 anything else, -1 not sure (Python may read it otherwise). */
+static int
+block_call(PyObject *block, PyObject **call_id)
 {
-    PyTypeObject *type = (PyTypeObject *)facts_type;
-    PyObject *facts = type->tp_alloc(type, 7);
-    if (facts == NULL) {
-        return NULL;
+    if (!PyDict_CheckExact(block)) {
+        return 0;
     }
-    PyObject *values[7] = {
-        turn,
-        step,
-        call_id,
-        calls,
-        Py_None,
-        Py_False,
-        projects ? Py_True : Py_False,
-    };
-    for (int index = 0; index < 7; index++) {
-        Py_INCREF(values[index]);
-        PyTuple_SET_ITEM(facts, index, values[index]);
+    if (!text_keyed(block)) {
+        return -1;
     }
-    return facts;
+    PyObject *kind = member(block, k_type);
+    if (kind == NULL) {
+        return 0;
+    }
+    if (!PyUnicode_CheckExact(kind)) {
+        return is_builtin_other_than_str(kind) ? 0 : -1;
+    }
+    if (PyUnicode_Compare(kind, n_tool_call) != 0) {
+        return 0;
+    }
+    *call_id = member(block, k_id);
+    return is_text(*call_id) ? 1 : -1;
 }
 
-#define NOT_SURE() \
-    do { \
-        if (PyErr_Occurred()) { \
-            return NULL; \
-        } \
-        Py_RETURN_NONE; \
-    } while (0)
-
-static PyObject *
-assistant_facts(PyObject *data, PyObject *turn, PyObject *step)
+/* The assistant payload's own checks; *content (borrowed) and *count of its tool calls. */
+static int
+assistant_ok(PyObject *data, PyObject **content, Py_ssize_t *count)
 {
     PyObject *message = member(data, k_message);
-    if (message == NULL || !PyDict_CheckExact(message)) {
-        NOT_SURE();
-    }
     PyObject *stream = member(data, k_stream);
-    if (stream == NULL || !PyList_CheckExact(stream)) {
-        NOT_SURE();
-    }
     PyObject *interrupted = member(data, k_interrupted);
-    if (interrupted != NULL && interrupted != Py_True) {
-        Py_RETURN_NONE;
+    if (!is_object(message) || stream == NULL || !PyList_CheckExact(stream) ||
+        (interrupted != NULL && interrupted != Py_True) ||
+        !is_name(member(message, k_role), n_assistant)) {
+        return 0;
     }
-    if (!is_name(member(message, k_role), n_assistant)) {
-        NOT_SURE();
-    }
-    PyObject *content = member(message, k_content);
+    PyObject *blocks = member(message, k_content);
     PyObject *source = member(message, k_source);
-    if (content == NULL || source == NULL || !PyList_CheckExact(content) ||
-        !PyDict_CheckExact(source)) {
-        NOT_SURE();
+    if (blocks == NULL || !PyList_CheckExact(blocks) || !is_object(source) ||
+        !is_text(member(source, k_provider)) || !is_text(member(source, k_model))) {
+        return 0;
     }
-    if (!is_text(member(source, k_provider)) || !is_text(member(source, k_model))) {
-        NOT_SURE();
+    Py_ssize_t calls = 0;
+    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(blocks); index++) {
+        PyObject *call_id;
+        int found = block_call(PyList_GET_ITEM(blocks, index), &call_id);
+        if (found < 0) {
+            return 0;
+        }
+        calls += found;
     }
-    Py_ssize_t count = 0;
-    Py_ssize_t size = PyList_GET_SIZE(content);
-    for (Py_ssize_t index = 0; index < size; index++) {
-        PyObject *block = PyList_GET_ITEM(content, index);
-        if (!PyDict_CheckExact(block)) {
-            continue;
-        }
-        PyObject *kind = member(block, k_type);
-        if (kind == NULL) {
-            if (PyErr_Occurred()) {
-                return NULL;
-            }
-            continue;
-        }
-        if (!PyUnicode_CheckExact(kind)) {
-            if (is_builtin_other_than_str(kind)) {
-                continue; /* never equal to "tool-call" */
-            }
-            Py_RETURN_NONE; /* it may still compare equal to "tool-call" */
-        }
-        if (PyUnicode_Compare(kind, n_tool_call) == 0) {
-            if (!is_text(member(block, k_id))) {
-                NOT_SURE();
-            }
-            count++;
-        }
-    }
+    *content = blocks;
+    *count = calls;
+    return 1;
+}
+
+/* The ids of the content's tool calls, or None if they are no longer count (a finalizer
+ * run by the tuple's allocation changed the content). content is held by the caller. */
+static PyObject *
+collect_calls(PyObject *content, Py_ssize_t count)
+{
     PyObject *calls = PyTuple_New(count);
     if (calls == NULL) {
         return NULL;
     }
     Py_ssize_t filled = 0;
-    /* The list may not change meanwhile: nothing above or here runs Python code on it, but
-     * a key's __eq__ in a mixed-key dict could; recount defensively. */
-    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(content) && filled < count; index++) {
-        PyObject *block = PyList_GET_ITEM(content, index);
-        if (!PyDict_CheckExact(block)) {
-            continue;
+    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(content); index++) {
+        PyObject *call_id;
+        int found = block_call(PyList_GET_ITEM(content, index), &call_id);
+        if (found < 0 || (found && filled == count)) {
+            break;
         }
-        PyObject *kind = member(block, k_type);
-        if (kind != NULL && PyUnicode_CheckExact(kind) &&
-            PyUnicode_Compare(kind, n_tool_call) == 0) {
-            PyObject *call_id = member(block, k_id);
-            if (!is_text(call_id)) {
-                break;
-            }
-            Py_INCREF(call_id);
-            PyTuple_SET_ITEM(calls, filled, call_id);
+        if (found) {
+            PyTuple_SET_ITEM(calls, filled, Py_NewRef(call_id));
             filled++;
         }
     }
-    if (filled != count || PyErr_Occurred()) {
+    if (filled != count) {
         Py_DECREF(calls);
-        NOT_SURE();
-    }
-    PyObject *facts = new_facts(turn, step, Py_None, calls, size > 0);
-    Py_DECREF(calls);
-    return facts;
-}
-
-static PyObject *
-tool_result_facts(PyObject *data, PyObject *turn, PyObject *step)
-{
-    PyObject *message = member(data, k_message);
-    if (message == NULL || !PyDict_CheckExact(message)) {
-        NOT_SURE();
-    }
-    int has_error = PyDict_Contains(data, k_error);
-    if (has_error != 0) {
-        return has_error < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    PyObject *call_id = member(message, k_tool_call_id);
-    if (!is_name(member(message, k_role), n_tool) || !is_text(call_id)) {
-        NOT_SURE();
-    }
-    PyObject *content = member(message, k_content);
-    if (content == NULL || !PyList_CheckExact(content)) {
-        NOT_SURE();
-    }
-    PyObject *is_error = member(message, k_is_error);
-    if (is_error == NULL) {
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-    }
-    else if (!PyBool_Check(is_error)) {
         Py_RETURN_NONE;
     }
-    return new_facts(turn, step, call_id, no_calls, 1);
+    return calls;
 }
 
-static PyObject *
-request_header_facts(PyObject *data)
+static int
+tool_result_ok(PyObject *data, PyObject **call_id)
+{
+    PyObject *message = member(data, k_message);
+    if (!is_object(message) || member(data, k_error) != NULL) {
+        return 0;
+    }
+    PyObject *content = member(message, k_content);
+    PyObject *is_error = member(message, k_is_error);
+    *call_id = member(message, k_tool_call_id);
+    return is_name(member(message, k_role), n_tool) && is_text(*call_id) && content != NULL &&
+           PyList_CheckExact(content) && (is_error == NULL || PyBool_Check(is_error));
+}
+
+static int
+request_header_ok(PyObject *data)
 {
     PyObject *header = member(data, k_header);
     PyObject *reason = member(data, k_reason);
-    if (header == NULL || reason == NULL || !PyDict_CheckExact(header) ||
-        !PyUnicode_CheckExact(reason)) {
-        NOT_SURE();
-    }
-    if (!(is_name(reason, n_initial) || is_name(reason, n_resume) || is_name(reason, n_change) ||
-          is_name(reason, n_series))) {
-        Py_RETURN_NONE;
-    }
     PyObject *starts = member(data, k_starts_series);
-    if (starts != NULL && starts != Py_True) {
-        Py_RETURN_NONE;
-    }
-    int has_system = PyDict_Contains(header, k_system);
-    if (has_system != 0) {
-        return has_system < 0 ? NULL : Py_NewRef(Py_None);
+    if (!is_object(header) || reason == NULL || !PyUnicode_CheckExact(reason) ||
+        !(is_name(reason, n_initial) || is_name(reason, n_resume) ||
+          is_name(reason, n_change) || is_name(reason, n_series)) ||
+        (starts != NULL && starts != Py_True) || member(header, k_system) != NULL) {
+        return 0;
     }
     PyObject *tools = member(header, k_tools);
-    if (tools != NULL && !(PyList_CheckExact(tools) && PyList_GET_SIZE(tools) > 0)) {
-        Py_RETURN_NONE;
-    }
     PyObject *defaults = member(header, k_adapter_defaults);
-    if (defaults != NULL && !(PyDict_CheckExact(defaults) && PyDict_GET_SIZE(defaults) > 0)) {
-        Py_RETURN_NONE;
-    }
     PyObject *config = member(header, k_config);
-    if (config == NULL || !PyDict_CheckExact(config)) {
-        NOT_SURE();
+    return (tools == NULL || (PyList_CheckExact(tools) && PyList_GET_SIZE(tools) > 0)) &&
+           (defaults == NULL || (PyDict_CheckExact(defaults) && PyDict_GET_SIZE(defaults) > 0)) &&
+           is_object(config) && is_text(member(config, k_provider)) &&
+           is_text(member(config, k_model));
+}
+
+/* The facts (turn, step, call_id, requested calls, None, False, projects). An allocation
+ * may run the collector and with it finalizers, Python code that could drop what the
+ * payload held: every value used after one is held first. */
+static PyObject *
+build_facts(PyObject *turn, PyObject *step, PyObject *call_id, PyObject *content,
+            Py_ssize_t count, int projects)
+{
+    PyObject *held[4] = {Py_NewRef(turn), Py_NewRef(step), Py_NewRef(call_id), NULL};
+    PyObject *calls = Py_NewRef(no_calls);
+    PyObject *facts = NULL;
+    if (content != NULL && count > 0) {
+        held[3] = Py_NewRef(content);
+        Py_SETREF(calls, collect_calls(content, count));
+        if (calls == NULL || calls == Py_None) {
+            facts = calls; /* an error, or not sure */
+            calls = NULL;
+            goto done;
+        }
     }
-    if (!is_text(member(config, k_provider)) || !is_text(member(config, k_model))) {
-        NOT_SURE();
+    PyTypeObject *type = (PyTypeObject *)facts_type;
+    facts = type->tp_alloc(type, 7);
+    if (facts == NULL) {
+        goto done;
     }
-    return Py_NewRef(no_facts);
+    PyObject *values[7] = {
+        held[0], held[1], held[2], calls, Py_None, Py_False, projects ? Py_True : Py_False,
+    };
+    for (int index = 0; index < 7; index++) {
+        PyTuple_SET_ITEM(facts, index, Py_NewRef(values[index]));
+    }
+done:
+    for (int index = 0; index < 4; index++) {
+        Py_XDECREF(held[index]);
+    }
+    Py_XDECREF(calls);
+    return facts;
 }
 
 static PyObject *
@@ -456,12 +451,15 @@ payload_facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *event_type = args[0];
     PyObject *data = args[1];
-    if (!PyUnicode_CheckExact(event_type) || !PyDict_CheckExact(data)) {
+    if (!PyUnicode_CheckExact(event_type) || !is_object(data)) {
         Py_RETURN_NONE;
     }
     PyObject *code = PyDict_GetItemWithError(kinds, event_type);
     if (code == NULL) {
-        NOT_SURE();
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
     }
     enum kind kind = (enum kind)PyLong_AsLong(code);
     if (kind == USER_MESSAGE) {
@@ -470,45 +468,55 @@ payload_facts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyList_CheckExact(content)) {
             return Py_NewRef(no_facts);
         }
-        NOT_SURE();
+        Py_RETURN_NONE;
     }
     if (kind == REQUEST_HEADER) {
-        return request_header_facts(data);
+        return Py_NewRef(request_header_ok(data) ? no_facts : Py_None);
     }
     PyObject *turn = member(data, k_turn);
     if (!is_positive(turn)) {
-        NOT_SURE();
+        Py_RETURN_NONE;
     }
     if (kind == TURN_START) {
-        return new_facts(turn, Py_None, Py_None, no_calls, 1);
+        return build_facts(turn, Py_None, Py_None, NULL, 0, 1);
     }
     if (kind == TURN_END) {
         PyObject *reason = member(data, k_reason);
-        if (reason == NULL || !PyDict_CheckExact(reason) || !is_text(member(reason, k_kind))) {
-            NOT_SURE();
+        if (is_object(reason) && is_text(member(reason, k_kind))) {
+            return build_facts(turn, Py_None, Py_None, NULL, 0, 1);
         }
-        return new_facts(turn, Py_None, Py_None, no_calls, 1);
+        Py_RETURN_NONE;
     }
     PyObject *step = member(data, k_step);
     if (!is_positive(step)) {
-        NOT_SURE();
+        Py_RETURN_NONE;
     }
+    PyObject *call_id = NULL;
+    PyObject *content = NULL;
+    Py_ssize_t count = 0;
     switch (kind) {
     case STEP:
-        return new_facts(turn, step, Py_None, no_calls, 1);
+        return build_facts(turn, step, Py_None, NULL, 0, 1);
     case ASSISTANT_MESSAGE:
-        return assistant_facts(data, turn, step);
+        if (assistant_ok(data, &content, &count)) {
+            return build_facts(turn, step, Py_None, content, count,
+                               PyList_GET_SIZE(content) > 0);
+        }
+        Py_RETURN_NONE;
     case TOOL_CALL: {
-        PyObject *call_id = member(data, k_call_id);
         PyObject *arguments = member(data, k_arguments);
+        call_id = member(data, k_call_id);
         if (is_text(call_id) && is_text(member(data, k_name)) && arguments != NULL &&
             PyUnicode_CheckExact(arguments)) {
-            return new_facts(turn, step, call_id, no_calls, 1);
+            return build_facts(turn, step, call_id, NULL, 0, 1);
         }
-        NOT_SURE();
+        Py_RETURN_NONE;
     }
     case TOOL_RESULT:
-        return tool_result_facts(data, turn, step);
+        if (tool_result_ok(data, &call_id)) {
+            return build_facts(turn, step, call_id, NULL, 0, 1);
+        }
+        Py_RETURN_NONE;
     default:
         Py_RETURN_NONE;
     }

@@ -373,7 +373,7 @@ def test_the_c_payload_check_confirms_only_what_the_precise_check_accepts(
 ) -> None:
     # The same facts as the precise checker whenever it confirms; and wherever the Python
     # fast check confirms an exact payload, the C one does too (or the C one is not there).
-    compiled = _compiledfast_payload_facts()
+    compiled = _compiled_payload_facts()
     event_type, data, _, _, _ = candidate
     if type(data) is not dict:
         assert compiled(event_type, data) is None
@@ -389,7 +389,7 @@ def test_the_c_payload_check_confirms_only_what_the_precise_check_accepts(
         assert facts == in_python
 
 
-def _compiledfast_payload_facts() -> Callable[[Any, Any], Any]:
+def _compiled_payload_facts() -> Callable[[Any, Any], Any]:
     compiled = shapes.fast_payload_facts
     if compiled is None:
         pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
@@ -410,7 +410,7 @@ def _exact(value: Any) -> bool:
 def test_the_c_payload_check_confirms_every_event_of_the_realistic_mix() -> None:
     # Where the C check gives up on a well-formed payload, the hot path silently loses it:
     # every core payload of these shapes must be confirmed, with the precise facts.
-    compiled = _compiledfast_payload_facts()
+    compiled = _compiled_payload_facts()
     session = _prefix()
     confirmed = set()
     for event_type, data, _ in _bases():
@@ -430,7 +430,7 @@ def test_the_c_payload_check_confirms_every_event_of_the_realistic_mix() -> None
 def test_the_c_payload_check_is_not_sure_of_a_name_that_only_compares_equal() -> None:
     # A str subclass (or StrEnum) that equals "tool-call" or "assistant" may be read as
     # either by Python; the C check leaves it to the precise checker.
-    compiled = _compiledfast_payload_facts()
+    compiled = _compiled_payload_facts()
     data: Any = assistant_message(1, 1, [], provider=PROVIDER, model=MODEL, id="a9")
     data["message"]["content"] = [{"type": Text("tool-call"), "id": "c9"}]
     assert compiled("assistant/message", data) is None
@@ -535,3 +535,62 @@ def test_both_event_builders_fill_the_same_slots() -> None:
         assert built == drafted and hash(built) == hash(drafted)
     with pytest.raises(TypeError):
         events_module.make_event(*cases[0][:7])
+
+
+class _Colliding:
+    """A key that hashes like ``name`` and, compared, drops ``target[name]`` (the value a
+    lookup of ``name`` holds at that moment): a lookup that ran it would read freed memory."""
+
+    def __init__(self, name: str, target: dict[Any, Any]) -> None:
+        self.name = name
+        self.target = target
+        self.armed = False  # set once the key is in place (inserting it compares too)
+        self.compared = False
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if self.armed:
+            self.compared = True
+            self.target.pop(self.name, None)
+        return False
+
+    @classmethod
+    def planted(cls, name: str, target: dict[Any, Any]) -> _Colliding:
+        key = cls(name, target)
+        target[key] = 1
+        key.armed = True
+        return key
+
+
+def test_the_c_payload_check_runs_no_code_of_a_key() -> None:
+    # Only dicts whose keys are all exact str are looked into (a lookup then compares str
+    # with str); a payload the check would read otherwise is left to the precise path,
+    # which refuses it.
+    compiled = _compiled_payload_facts()
+    for event_type, data, op in _bases():
+        if type(data) is not dict or event_type not in shapes._FAST:
+            continue
+        for container in [data, *(value for value in data.values() if type(value) is dict)]:
+            copied = orjson.loads(orjson.dumps(data))
+            inner = (
+                copied
+                if container is data
+                else next(value for key, value in copied.items() if value == container)
+            )
+            names = [key for key in inner if type(key) is str]
+            for name in names:
+                key = _Colliding.planted(name, inner)
+                facts = compiled(event_type, copied)
+                assert not key.compared, (event_type, name)
+                if container is data:  # one the check reads: left to the precise path
+                    assert facts is None, (event_type, name)
+                key.armed = False
+                del inner[key]
+        hostile = orjson.loads(orjson.dumps(data))
+        _Colliding.planted("turn", hostile).armed = False
+        outcome = _append((event_type, hostile, op, None, False))
+        with _precise_only():
+            assert _append((event_type, hostile, op, None, False)) == outcome
+        assert outcome[0] == "refused"
