@@ -66,15 +66,21 @@ def _free_encode_framed(
     return b"\n"
 
 
+def _free_row(frame: dict[str, Any], inner: object) -> bytes:
+    return b"\n"
+
+
 def _replay_without_encoding(mix: list[dict[str, Any]]) -> None:
     # The model's own work: validation, stamping, the event object and the state folds
-    # (the append path encodes through encode_framed, the others through encode).
-    real, real_framed = jsonvalue.encode, jsonvalue.encode_framed
-    jsonvalue.encode, jsonvalue.encode_framed = _free_encode, _free_encode_framed
+    # (the append path encodes through fast_row or encode_row, the others through encode).
+    real = jsonvalue.encode, jsonvalue.encode_row, jsonvalue.fast_row
+    jsonvalue.encode, jsonvalue.encode_row = _free_encode, _free_encode_framed
+    if jsonvalue.fast_row is not None:
+        jsonvalue.fast_row = _free_row
     try:
         _replay(mix)
     finally:
-        jsonvalue.encode, jsonvalue.encode_framed = real, real_framed
+        jsonvalue.encode, jsonvalue.encode_row, jsonvalue.fast_row = real
 
 
 def run(quick: bool) -> None:

@@ -11,7 +11,8 @@ type, foreign objects, unsafe integers, lone surrogates, non-str keys, dicts who
 table is not the all-str kind, instance dicts, cycles and nesting at the depth limit.
 
 Every property runs with each type screen: the C one (``dsh_store._jsonscreen``, compiled at
-install time) and the Python one an install without a compiler uses.
+install time, with its line encoder ``framed_line``) and the Python one an install without a
+compiler uses.
 """
 
 from __future__ import annotations
@@ -42,29 +43,36 @@ from dsh_store.jsonvalue import (
     check_json,
     encode,
     encode_framed,
+    encode_row,
 )
 from dsh_store.model.events import encode_line
 from dsh_store.model.shapes import PLAIN_PAYLOAD_SIZES, check_payload
 
 SCREENS: dict[str, Callable[[object], bool]] = {"python": _screen_accepts_in_python}
+# The line encoder that goes with each screen: C's own, or the Python path around the screen.
+LINE_ENCODERS: dict[str, Any] = {"python": None}
 try:
+    from dsh_store._jsonscreen import framed_line as _c_line
     from dsh_store._jsonscreen import plain as _c_screen
 except ImportError:  # an install without a C compiler: the Python screen alone
     pass
 else:
     SCREENS["c"] = _c_screen
+    LINE_ENCODERS["c"] = _c_line
 each_screen = pytest.mark.parametrize("screen", sorted(SCREENS))
 
 
 @contextlib.contextmanager
 def screened_by(screen: str) -> Iterator[None]:
-    """Encode with the named type screen (the module global the encoder reads per call)."""
-    saved = jsonvalue._screen_accepts
+    """Encode with the named type screen and its line encoder (module globals the encoders
+    read per call)."""
+    saved = jsonvalue._screen_accepts, jsonvalue.fast_row
     jsonvalue._screen_accepts = SCREENS[screen]
+    jsonvalue.fast_row = LINE_ENCODERS[screen]
     try:
         yield
     finally:
-        jsonvalue._screen_accepts = saved
+        jsonvalue._screen_accepts, jsonvalue.fast_row = saved
 
 
 class Color(enum.Enum):
@@ -303,6 +311,7 @@ def test_fast_path_agrees_on_values_orjson_writes_silently(
     with screened_by(screen):
         assert fast(value, newline) == precise(value, newline)
         assert framed(value, newline) == whole(value, newline)
+        assert row(value) == whole(value, newline=True)
 
 
 @each_screen
@@ -317,6 +326,15 @@ def framed(data: Any, newline: bool = False) -> tuple[Any, ...]:
     envelope = {"type": "user/message", "seq": 3, "time": 1, "data": data, "surfaceOp": "append"}
     try:
         encoded = encode_framed(envelope, data, event_type="user/message", path="", newline=newline)
+    except LosslessJsonError as error:
+        return ("refused", error.reason, error.json_path, error.event_type)
+    return ("accepted", encoded)
+
+
+def row(data: Any) -> tuple[Any, ...]:
+    envelope = {"type": "user/message", "seq": 3, "time": 1, "data": data, "surfaceOp": "append"}
+    try:
+        encoded = encode_row(envelope, data, event_type="user/message", path="")
     except LosslessJsonError as error:
         return ("refused", error.reason, error.json_path, error.event_type)
     return ("accepted", encoded)
@@ -340,6 +358,7 @@ def test_screening_only_the_data_of_an_exact_envelope_agrees(
     # must refuse, name and write exactly what screening the whole envelope does.
     with screened_by(screen):
         assert framed(data, newline) == whole(data, newline)
+        assert row(data) == whole(data, newline=True)
 
 
 def _nested(levels: int, leaf: Any, root: str) -> Any:
@@ -363,6 +382,7 @@ def test_fast_path_agrees_at_the_depth_limit(
     value = _nested(levels, leaf, root)
     with screened_by(screen):
         assert fast(value) == precise(value)
+        assert row(value) == whole(value, newline=True)
 
 
 @each_screen
@@ -389,6 +409,8 @@ def test_every_foreign_object_is_refused_alone_and_nested(screen: str) -> None:
                 outcome = fast(value)
                 assert outcome[0] == "refused", foreign
                 assert outcome == precise(value)
+                assert row(value) == whole(value, newline=True)
+                assert row(value)[0] == "refused", foreign
 
 
 @given(values | silent_values)
@@ -411,6 +433,45 @@ def test_the_c_screen_is_built_where_a_c_compiler_is() -> None:
         pytest.skip(f"no C compiler ({compiler}) here: the Python screen is the one in use")
     assert "c" in SCREENS, "dsh_store._jsonscreen was not built; run scripts/setup-venv"
     assert jsonvalue._screen_accepts is SCREENS["c"]
+    assert jsonvalue.fast_row is LINE_ENCODERS["c"]
+
+
+@each_screen
+@pytest.mark.parametrize("size", [0, 100, 1_500, 20_000, 300_000])
+def test_a_row_holds_about_its_own_size(screen: str, size: int) -> None:
+    # A row is kept for a session's life: what it holds follows its text, never the
+    # encoder's growth buffer (orjson 3.13: about 4 KiB for a 100-byte line).
+    import gc
+    import tracemalloc
+
+    data = {"text": "x" * size, "items": list(range(size // 50))}
+    with screened_by(screen):
+        row(data)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            rows = [row(data)[1] for _ in range(10)]
+            held = (tracemalloc.get_traced_memory()[0] - before) / len(rows)
+        finally:
+            tracemalloc.stop()
+    line = rows[0]
+    assert line == whole(data, newline=True)[1] and line.endswith(b"}\n")
+    assert held < len(line) + 200, (held, len(line))
+
+
+def test_the_c_line_encoder_says_none_for_every_refusal() -> None:
+    # framed_line never raises for a value the encoder or the screen refuses: None sends
+    # the caller to the precise path, which names the problem.
+    if "c" not in LINE_ENCODERS:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    line = LINE_ENCODERS["c"]
+    for foreign in [*FOREIGN, *SILENT, 2**60, "\ud800", {1: 2}]:
+        assert line({"data": foreign}, foreign) is None, foreign
+        assert line({"data": [foreign]}, [foreign]) is None, foreign
+    assert line({"data": [1]}, [1]) == b'{"data":[1]}\n'
+    # The screen covers only ``inner``: the caller vouches for the rest of the frame.
+    assert line({"k": Level.LOW, "data": 1}, 1) == b'{"k":1,"data":1}\n'
 
 
 # -- the model's prescreened payloads ---------------------------------------------------------
@@ -450,6 +511,13 @@ def plain_candidates(draw: st.DrawFn) -> tuple[str, dict[Any, Any], bool]:
 def _line(
     event_type: str, data: dict[Any, Any], ignorable: bool, prescreened: bool
 ) -> tuple[Any, ...]:
+    with screened_by("python"):  # where prescreening still decides something
+        return _line_as_encoded(event_type, data, ignorable, prescreened)
+
+
+def _line_as_encoded(
+    event_type: str, data: dict[Any, Any], ignorable: bool, prescreened: bool
+) -> tuple[Any, ...]:
     try:
         encoded = encode_line(
             event_type, 7, 1, data, ignorable, None, None, prescreened=prescreened
@@ -474,9 +542,11 @@ def test_prescreened_payloads_encode_like_the_screened_encoder(
     except EventValidationError:
         return  # refused before any encoding, on either path
     prescreened = _prescreened(event_type, data)
-    assert _line(event_type, data, ignorable, prescreened) == _line(
-        event_type, data, ignorable, False
-    )
+    outcome = _line(event_type, data, ignorable, prescreened)
+    assert outcome == _line(event_type, data, ignorable, False)
+    for screen in SCREENS:
+        with screened_by(screen):
+            assert _line_as_encoded(event_type, data, ignorable, prescreened) == outcome
 
 
 def test_an_extra_field_is_never_prescreened() -> None:

@@ -8,7 +8,7 @@ never reach the logged value.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, NamedTuple, NoReturn
 
 import orjson
@@ -412,11 +412,9 @@ class SessionEvent(_EventSlots):
         data = obj["data"]
         facts = check_payload(event_type, data, seq)
         if line is None:
-            # orjson hands back its growth buffer (3.13: about 4 KiB for a 100-byte line,
-            # 15 KiB for 1.5 KB); an event may be kept for a session's life, so it keeps a
-            # copy of the line's own size (docs/migrations.md, "Memory").
-            encoded = encode_line(event_type, seq, time, data, ignorable, sources, op)
-            line = memoryview(encoded).tobytes()
+            # At about its own size: an event may be kept for a session's life
+            # (docs/migrations.md, "Memory").
+            line = encode_line(event_type, seq, time, data, ignorable, sources, op)
         else:
             jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
         event = cls.__new__(cls)
@@ -535,19 +533,7 @@ def _from_plain_row(obj: dict[str, Any], line: bytes) -> SessionEvent | None:
     facts = check_payload(event_type, obj["data"], seq)
     if not _loaded_is_lossless(obj, line):
         jsonvalue.check_loaded(obj, event_type=event_type, path="", raw=line)
-    # Plain slot stores on a draft and one class switch, as in make_event.
-    draft = _new_event(_EventDraft)
-    draft.type = event_type
-    draft.seq = seq
-    draft.time = time
-    draft.ignorable = False
-    draft.surface_op = op
-    draft.source_event_seqs = sources
-    draft._line = line
-    draft._facts = facts
-    draft._data = _UNSET
-    draft.__class__ = SessionEvent  # type: ignore[assignment]  # same layout, guarded
-    return draft  # type: ignore[return-value]  # a SessionEvent now
+    return make_event(event_type, seq, time, line, False, op, sources, facts)
 
 
 _PLAIN_TYPES: Final = KNOWN_TYPES - SURFACE_TYPES
@@ -612,7 +598,8 @@ def encode_line(
     *,
     prescreened: bool = False,
 ) -> bytes:
-    """Encode the envelope once, keys in canonical order, range pairs applied.
+    """Encode the envelope once, keys in canonical order, range pairs applied; the line
+    holds about its own size (:func:`jsonvalue.encode_row`), so an event keeps it as is.
 
     ``prescreened`` says the caller has proven every value of the envelope an exact ``str``,
     ``int`` or ``bool`` (a payload of :data:`~.shapes.PLAIN_PAYLOAD_SIZES`), so the strict
@@ -627,18 +614,15 @@ def encode_line(
         envelope["sourceEventSeqs"] = encode_source_seqs(sources)
     if op is not None:
         envelope["surfaceOp"] = op.to_json() if type(op) is SurfaceReplace else op
-    if prescreened:
-        try:
-            return orjson.dumps(envelope, option=_STRICT_LINE)
-        except orjson.JSONEncodeError:
-            pass  # a lone surrogate in a str: the lossless encoder below names it
     try:
-        return jsonvalue.encode_framed(envelope, data, event_type=event_type, path="", newline=True)
+        return jsonvalue.encode_row(
+            envelope, data, event_type=event_type, path="", screened=prescreened
+        )
     except LosslessJsonError as error:
         raise error.at_seq(seq) from None
 
 
-def make_event(
+def make_event_in_python(
     event_type: str,
     seq: int,
     time: int,
@@ -658,9 +642,7 @@ def make_event(
     draft.ignorable = ignorable
     draft.surface_op = op
     draft.source_event_seqs = sources
-    # The encoder's growth buffer is several times the line (see ``from_json``); a live
-    # session keeps every event it appended, so the event keeps a copy of the line's size.
-    draft._line = memoryview(line).tobytes()
+    draft._line = line  # encode_line's: it holds about its own size
     draft._facts = facts
     draft._data = _UNSET
     draft.__class__ = SessionEvent  # type: ignore[assignment]  # same layout, guarded
@@ -668,3 +650,34 @@ def make_event(
 
 
 _new_event: Final = object.__new__
+
+make_event: Callable[
+    [str, int, int, bytes, bool, SurfaceOp | None, tuple[int, ...] | None, EventFacts],
+    SessionEvent,
+]
+"""Wrap already checked and encoded parts (the append fast path): in C where the extension
+was compiled (one allocation, the slots filled in place), else :func:`make_event_in_python`."""
+try:
+    from .._jsonscreen import configure_event, new_event
+except ImportError:  # installed without a C compiler
+    make_event = make_event_in_python
+else:
+    configure_event(
+        SessionEvent,
+        tuple(
+            _EventSlots.__dict__[name]
+            for name in (
+                "type",
+                "seq",
+                "time",
+                "_line",
+                "ignorable",
+                "surface_op",
+                "source_event_seqs",
+                "_facts",
+                "_data",
+            )
+        ),
+        _UNSET,
+    )
+    make_event = new_event

@@ -9,8 +9,10 @@ from typing import Any, Final, NamedTuple, NoReturn
 
 import orjson
 
+from .. import jsonvalue
 from .._typed_append import typed_append
 from ..jsonvalue import MAX_SAFE_INTEGER
+from . import shapes
 from ._checks import fail, is_count
 from .events import (
     SessionEvent,
@@ -18,6 +20,7 @@ from .events import (
     SurfaceReplace,
     check_envelope,
     encode_line,
+    encode_source_seqs,
     make_event,
     normalize_source_seqs,
     parse_surface_op,
@@ -68,6 +71,11 @@ _Candidate = tuple[SurfaceOp | None, tuple[int, ...] | None, EventFacts, tuple[i
 _type_of = type
 # Known types that carry neither surfaceOp nor sourceEventSeqs in the common shape.
 _NON_SURFACE_KNOWN: Final = KNOWN_TYPES - SURFACE_TYPES
+# Types whose common shape is surfaceOp "append" without sourceEventSeqs.
+_APPENDED_SURFACE: Final = SURFACE_TYPES
+# Types whose common shape may also cite sourceEventSeqs.
+_CITING_SURFACE: Final = SURFACE_TYPES - {"assistant/message"}
+_INT_ONLY: Final = frozenset({int})
 
 
 class _SeqIndex(Mapping[int, SessionEvent]):
@@ -477,23 +485,80 @@ class Session:
         events = self._events
         seq = len(events)
         lifecycle = self._lifecycle
-        op, sources, facts, span = self._candidate(
-            seq, type, data, surface_op, source_event_seqs, ignorable, lifecycle, self._surface
-        )
+        if (
+            _type_of(type) is str
+            and ignorable is False
+            and (
+                (
+                    source_event_seqs is None
+                    and (
+                        (surface_op is None and type in _NON_SURFACE_KNOWN)
+                        or (
+                            _type_of(surface_op) is str
+                            and surface_op == "append"
+                            and type in _APPENDED_SURFACE
+                        )
+                    )
+                )
+                or (
+                    # Cited seqs: a list of distinct earlier seqs (normalize_source_seqs and
+                    # check_envelope accept it), on a surface type that may cite.
+                    _type_of(surface_op) is str
+                    and surface_op == "append"
+                    and type in _CITING_SURFACE
+                    and _type_of(source_event_seqs) is list
+                    and source_event_seqs
+                    and _INT_ONLY.issuperset(map(_type_of, source_event_seqs))
+                    and min(source_event_seqs) >= 0
+                    and max(source_event_seqs) < seq
+                    and len(set(source_event_seqs)) == len(source_event_seqs)
+                )
+            )
+        ):
+            # The common envelopes, which check_envelope accepts on sight: _candidate's
+            # steps in its order, without the ones these envelopes never need.
+            op: SurfaceOp | None = surface_op
+            sources = None if source_event_seqs is None else tuple(source_event_seqs)
+            span = None
+            compiled = shapes.fast_payload_facts
+            facts = compiled(type, data) if compiled is not None else None
+            if facts is None:
+                facts = check_payload(type, data, seq)
+            if facts.inherited:
+                self._candidate(seq, type, data, op, None, False, lifecycle, self._surface)
+            lifecycle.check(type, seq, facts)
+            common = True
+        else:
+            op, sources, facts, span = self._candidate(
+                seq, type, data, surface_op, source_event_seqs, ignorable, lifecycle, self._surface
+            )
+            common = False
         stamp = self._clock()
         if _type_of(stamp) is not int or not 0 <= stamp <= MAX_SAFE_INTEGER:
             _clock_invalid(stamp, seq, type)
-        plain_size = PLAIN_PAYLOAD_SIZES.get(type)
-        line = encode_line(
-            type,
-            seq,
-            stamp,
-            data,
-            ignorable,
-            sources,
-            op,
-            prescreened=plain_size is not None and len(data) == plain_size,
-        )
+        fast_row = jsonvalue.fast_row
+        line = None
+        if common and fast_row is not None:
+            # encode_line's envelope for these shapes, encoded by the C row encoder itself;
+            # anything it does not prove goes through encode_line, which names the problem.
+            envelope = {"type": type, "seq": seq, "time": stamp, "data": data}
+            if sources is not None:
+                envelope["sourceEventSeqs"] = encode_source_seqs(sources)
+            if op is not None:
+                envelope["surfaceOp"] = op
+            line = fast_row(envelope, data)
+        if line is None:
+            plain_size = PLAIN_PAYLOAD_SIZES.get(type)
+            line = encode_line(
+                type,
+                seq,
+                stamp,
+                data,
+                ignorable,
+                sources,
+                op,
+                prescreened=plain_size is not None and len(data) == plain_size,
+            )
         event = make_event(type, seq, stamp, line, ignorable, op, sources, facts)
         changed = None
         if type in self._projection_kinds:
@@ -632,7 +697,7 @@ class Session:
             sources is None
             and (
                 (op is None and event_type in _NON_SURFACE_KNOWN)
-                or (op == "append" and event_type in SURFACE_TYPES)
+                or (op == "append" and event_type in _APPENDED_SURFACE)
             )
         ):
             check_envelope(event_type, seq, op, sources, ignorable, opaque=False)

@@ -9,12 +9,13 @@ checked for being lossless JSON.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple, NoReturn
 
 from ..jsonvalue import MAX_SAFE_INTEGER
 from ._checks import fail, is_count, is_positive, is_text
 
-__all__ = ["PLAIN_PAYLOAD_SIZES", "EventFacts", "check_payload"]
+__all__ = ["PLAIN_PAYLOAD_SIZES", "EventFacts", "check_payload", "fast_payload_facts"]
 
 _REQUEST_REASONS: Final = frozenset({"initial", "resume", "change", "series"})
 
@@ -121,9 +122,13 @@ def check_payload(event_type: str, data: Any, seq: int | None) -> EventFacts:
 
     :raises EventValidationError: with a stable rule name and the JSON path in the message.
     """
-    fast = _FAST.get(event_type)
-    if fast is not None and type(data) is dict:
-        facts = fast(data)
+    if type(data) is dict:
+        compiled = fast_payload_facts
+        if compiled is not None:
+            facts = compiled(event_type, data)
+        else:
+            fast = _FAST.get(event_type)
+            facts = fast(data) if fast is not None else None
         if facts is not None:
             return facts
     checker = _CHECKERS.get(event_type)
@@ -458,6 +463,19 @@ PLAIN_PAYLOAD_SIZES: Final = {"turn/start": 1, "step/start": 2, "step/end": 2, "
 """Types whose payload, once :func:`check_payload` accepted it with exactly this many keys,
 holds nothing but its required fields, each checked to be an exact ``int`` or ``str``: the
 lossless encoder's type screen has nothing left to find in it."""
+
+fast_payload_facts: Callable[[str, Any], EventFacts | None] | None
+"""The fast checks above in C (``dsh_store._jsonscreen.payload_facts``), or None on an
+install without a C compiler: ``fast_payload_facts(event_type, data)`` is what
+:func:`check_payload` returns for a common core payload in its well-formed shape, or None
+where that is not proven (then :func:`check_payload` decides and names any refusal)."""
+try:
+    from .._jsonscreen import configure_facts, payload_facts
+except ImportError:  # installed without a C compiler
+    fast_payload_facts = None
+else:
+    configure_facts(EventFacts, NO_FACTS)
+    fast_payload_facts = payload_facts
 
 _FAST: Final = {
     "turn/start": _fast_turn,

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from dsh_store import jsonvalue
 from dsh_store.errors import DshStoreError
 from dsh_store.model import Session, SessionEvent, SurfaceReplace, shapes
+from dsh_store.model import events as events_module
 from dsh_store.model import session as session_module
 from dsh_store.payloads import (
     assistant_message,
@@ -201,7 +202,11 @@ def candidates(draw: st.DrawFn) -> tuple[str, Any, Any, Any, bool]:
                 [None, "append", Text("append"), "replace", SurfaceReplace(3, 4), {"op": "x"}]
             )
         )
-    sources = draw(st.sampled_from([None, None, None, [3], (5,), [], [99], [True], [3, 3]]))
+    sources = draw(
+        st.sampled_from(
+            [None, None, None, [3], (5,), [], [99], [True], [3, 3], [1, 2, 3], [0, 2, 3, 4]]
+        )
+    )
     ignorable = draw(st.sampled_from([False, False, True]))
     return event_type, data, op, sources, ignorable
 
@@ -210,23 +215,43 @@ def candidates(draw: st.DrawFn) -> tuple[str, Any, Any, Any, bool]:
 # check on every event, no prescreened payload, and the full lossless walk for every value.
 _SHORTCUTS: list[tuple[Any, str, Any]] = [
     (shapes, "_FAST", {}),
+    (shapes, "fast_payload_facts", None),
     (session_module, "PLAIN_PAYLOAD_SIZES", {}),
     (session_module, "_NON_SURFACE_KNOWN", frozenset()),
+    (session_module, "_APPENDED_SURFACE", frozenset()),
+    (session_module, "_CITING_SURFACE", frozenset()),
     (jsonvalue, "_screen_accepts", lambda value: False),
+    (jsonvalue, "fast_row", None),
+]
+# What an install without a C compiler runs: the same shortcuts, in Python.
+_WITHOUT_C: list[tuple[Any, str, Any]] = [
+    (shapes, "fast_payload_facts", None),
+    (session_module, "make_event", events_module.make_event_in_python),
+    (jsonvalue, "_screen_accepts", jsonvalue._screen_accepts_in_python),
+    (jsonvalue, "fast_row", None),
 ]
 
 
 @contextlib.contextmanager
-def _precise_only() -> Iterator[None]:
-    """Switch off every append shortcut (module globals, read at each call)."""
-    saved = [getattr(module, name) for module, name, _ in _SHORTCUTS]
-    for module, name, off in _SHORTCUTS:
+def _switched(switches: list[tuple[Any, str, Any]]) -> Iterator[None]:
+    saved = [getattr(module, name) for module, name, _ in switches]
+    for module, name, off in switches:
         setattr(module, name, off)
     try:
         yield
     finally:
-        for (module, name, _), value in zip(_SHORTCUTS, saved, strict=True):
+        for (module, name, _), value in zip(switches, saved, strict=True):
             setattr(module, name, value)
+
+
+def _precise_only() -> contextlib.AbstractContextManager[None]:
+    """Switch off every append shortcut (module globals, read at each call)."""
+    return _switched(_SHORTCUTS)
+
+
+def _without_c() -> contextlib.AbstractContextManager[None]:
+    """The shortcuts an install without the C extension takes."""
+    return _switched(_WITHOUT_C)
 
 
 def _outcome(append: Callable[[], Any], session: Session) -> tuple[Any, ...]:
@@ -254,9 +279,12 @@ def test_append_fast_paths_agree_with_the_precise_paths(
     candidate: tuple[str, Any, Any, Any, bool],
 ) -> None:
     fast = _append(candidate)
+    with _without_c():
+        fast_in_python = _append(candidate)
     with _precise_only():
         precise = _append(candidate)
     assert fast == precise
+    assert fast_in_python == precise
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -300,7 +328,7 @@ def _single_edits() -> Iterator[tuple[str, Any, Any, Any, bool]]:
                 for extra in extras:
                     yield event_type, _edited(data, path, "insert", extra), op, None, False
         for other_op in (None, "append", Text("append"), SurfaceReplace(3, 4), {"op": "x"}):
-            for sources in (None, [3], (5,), [], [99], [True], [3, 3]):
+            for sources in (None, [3], (5,), [], [99], [True], [3, 3], [1, 2, 3], [3, -1]):
                 for ignorable in (False, True):
                     yield event_type, data, other_op, sources, ignorable
 
@@ -312,10 +340,12 @@ def test_every_single_edit_agrees_on_both_paths() -> None:
     for candidate in _single_edits():
         count += 1
         fast = _append(candidate)
+        with _without_c():
+            fast_in_python = _append(candidate)
         with _precise_only():
             precise = _append(candidate)
-        if fast != precise:
-            disagreements.append((candidate, fast, precise))
+        if not fast == fast_in_python == precise:
+            disagreements.append((candidate, fast, fast_in_python, precise))
     assert count > 1000
     assert disagreements == []
 
@@ -336,12 +366,94 @@ def test_each_fast_payload_check_confirms_only_what_the_precise_check_accepts(
     assert shapes._CHECKERS[event_type](payload, data) == facts
 
 
+@settings(max_examples=600)
+@given(candidates())
+def test_the_c_payload_check_confirms_only_what_the_precise_check_accepts(
+    candidate: tuple[str, Any, Any, Any, bool],
+) -> None:
+    # The same facts as the precise checker whenever it confirms; and wherever the Python
+    # fast check confirms an exact payload, the C one does too (or the C one is not there).
+    compiled = _compiled_payload_facts()
+    event_type, data, _, _, _ = candidate
+    if type(data) is not dict:
+        assert compiled(event_type, data) is None
+        return
+    facts = compiled(event_type, data)
+    if facts is not None:
+        assert type(facts) is shapes.EventFacts
+        payload = shapes._Payload(event_type, 6)
+        assert shapes._CHECKERS[event_type](payload, data) == facts
+    fast = shapes._FAST.get(event_type)
+    in_python = fast(data) if fast is not None else None
+    if in_python is not None and _exact(data):
+        assert facts == in_python
+
+
+def _compiled_payload_facts() -> Callable[[Any, Any], Any]:
+    compiled = shapes.fast_payload_facts
+    if compiled is None:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    return compiled
+
+
+def _exact(value: Any) -> bool:
+    """Only exact builtin containers, str, int, bool and None inside (no subclass, no enum):
+    where the C check has no reason to be less sure than the Python one."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(key) is str and _exact(item) for key, item in value.items())
+    if kind is list:
+        return all(_exact(item) for item in value)
+    return kind in (str, int, bool, float, type(None))
+
+
+def test_the_c_payload_check_confirms_every_event_of_the_realistic_mix() -> None:
+    # Where the C check gives up on a well-formed payload, the hot path silently loses it:
+    # every core payload of these shapes must be confirmed, with the precise facts.
+    compiled = _compiled_payload_facts()
+    session = _prefix()
+    confirmed = set()
+    for event_type, data, _ in _bases():
+        facts = compiled(event_type, data)
+        if event_type in shapes._FAST and event_type != "assistant/attempt":
+            assert facts is not None, event_type
+            confirmed.add(event_type)
+            payload = shapes._Payload(event_type, 6)
+            assert shapes._CHECKERS[event_type](payload, data) == facts
+        else:
+            assert facts is None, event_type
+    for event in session.events:
+        assert compiled(event.type, event.data) == event._facts
+    assert confirmed == set(shapes._FAST) - {"assistant/attempt"}
+
+
+def test_the_c_payload_check_is_not_sure_of_a_name_that_only_compares_equal() -> None:
+    # A str subclass (or StrEnum) that equals "tool-call" or "assistant" may be read as
+    # either by Python; the C check leaves it to the precise checker.
+    compiled = _compiled_payload_facts()
+    data: Any = assistant_message(1, 1, [], provider=PROVIDER, model=MODEL, id="a9")
+    data["message"]["content"] = [{"type": Text("tool-call"), "id": "c9"}]
+    assert compiled("assistant/message", data) is None
+    data["message"]["content"] = [{"type": {"k": 1}, "id": "c9"}, {"type": 7}, "text"]
+    assert compiled("assistant/message", data) == (1, 1, None, (), None, False, True)
+    data = assistant_message(1, 1, [], provider=PROVIDER, model=MODEL, id="a9")
+    data["message"]["role"] = Text("assistant")
+    assert compiled("assistant/message", data) is None
+    assert compiled("tool/result", {**tool_result(1, 1, "c1", "x"), "turn": Level.LOW}) is None
+    assert compiled(Text("turn/start"), turn_start(1)) is None
+    assert compiled("turn/start", {"turn": 2**53}) is None
+    assert compiled("turn/start", {"turn": 2**53 - 1}) is not None
+    assert compiled("turn/start", {"turn": 2**64}) is None
+
+
 def test_the_precise_switch_really_switches_the_shortcuts_off() -> None:
     # A payload only the fast path types is still checked and encoded the same way, and the
     # switch restores the shortcuts afterwards.
     with _precise_only():
         assert shapes._FAST == {}
         assert jsonvalue._screen_accepts([1]) is False
+        assert jsonvalue.fast_row is None
+        assert shapes.fast_payload_facts is None
     assert shapes._FAST and jsonvalue._screen_accepts([1]) is True
 
 
@@ -356,10 +468,16 @@ def test_only_an_exact_append_string_is_the_append_op() -> None:
     )
 
 
-def test_an_appended_event_is_a_guarded_session_event() -> None:
-    # append builds its event on an unguarded draft of the same layout, then sets its class:
-    # what comes out must be exactly what the guarded constructor and a restore build.
-    session = _prefix()
+@pytest.mark.parametrize("builder", ["c", "python"])
+def test_an_appended_event_is_a_guarded_session_event(builder: str) -> None:
+    # append builds its event in C (the slots filled in place) or on an unguarded draft of
+    # the same layout whose class it then sets: what comes out must be exactly what the
+    # guarded constructor and a restore build.
+    if builder == "c" and events_module.make_event is events_module.make_event_in_python:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    switches = [] if builder == "c" else _WITHOUT_C
+    with _switched(switches):
+        session = _prefix()
     for event in session.events:
         assert type(event) is SessionEvent
         assert not hasattr(event, "__dict__")
@@ -387,3 +505,92 @@ def test_an_appended_event_is_a_guarded_session_event() -> None:
             assert [getattr(twin, name) for name in EVENT_FIELDS] == [
                 getattr(event, name) for name in EVENT_FIELDS
             ]
+
+
+def test_both_event_builders_fill_the_same_slots() -> None:
+    # make_event in C and in Python: the same class, slot values (by identity) and guard.
+    if events_module.make_event is events_module.make_event_in_python:
+        pytest.skip("dsh_store._jsonscreen is not built here (no C compiler at install)")
+    facts = shapes.EventFacts(turn=1, step=2, call_id="c1")
+    cases: list[tuple[Any, ...]] = [
+        ("tool/result", 7, 11, b'{"x":1}\n', False, "append", (3, 5), facts),
+        ("x/y", 0, 0, b"{}\n", True, None, None, shapes.NO_FACTS),
+        ("user/message", 9, 2**53 - 1, b"[]\n", False, SurfaceReplace(1, 2), (1, 2), facts),
+    ]
+    slots = ("type", "seq", "time", "_line", "ignorable", "surface_op", "source_event_seqs")
+    for parts in cases:
+        built = events_module.make_event(*parts)
+        drafted = events_module.make_event_in_python(*parts)
+        for event in (built, drafted):
+            assert type(event) is SessionEvent
+            assert not hasattr(event, "__dict__")
+            assert [getattr(event, name) for name in slots] == list(parts[:7])
+            assert all(
+                getattr(event, name) is part for name, part in zip(slots, parts, strict=False)
+            )
+            assert event._facts is parts[7]
+            assert event._data is events_module._UNSET
+            with pytest.raises(AttributeError, match="immutable"):
+                event.seq = 1
+        assert built == drafted and hash(built) == hash(drafted)
+    with pytest.raises(TypeError):
+        events_module.make_event(*cases[0][:7])
+
+
+class _Colliding:
+    """A key that hashes like ``name`` and, compared, drops ``target[name]`` (the value a
+    lookup of ``name`` holds at that moment): a lookup that ran it would read freed memory."""
+
+    def __init__(self, name: str, target: dict[Any, Any]) -> None:
+        self.name = name
+        self.target = target
+        self.armed = False  # set once the key is in place (inserting it compares too)
+        self.compared = False
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        if self.armed:
+            self.compared = True
+            self.target.pop(self.name, None)
+        return False
+
+    @classmethod
+    def planted(cls, name: str, target: dict[Any, Any]) -> _Colliding:
+        key = cls(name, target)
+        target[key] = 1
+        key.armed = True
+        return key
+
+
+def test_the_c_payload_check_runs_no_code_of_a_key() -> None:
+    # Only dicts whose keys are all exact str are looked into (a lookup then compares str
+    # with str); a payload the check would read otherwise is left to the precise path,
+    # which refuses it.
+    compiled = _compiled_payload_facts()
+    for event_type, data, op in _bases():
+        if type(data) is not dict or event_type not in shapes._FAST:
+            continue
+        for container in [data, *(value for value in data.values() if type(value) is dict)]:
+            copied = orjson.loads(orjson.dumps(data))
+            inner = (
+                copied
+                if container is data
+                else next(value for key, value in copied.items() if value == container)
+            )
+            names = [key for key in inner if type(key) is str]
+            for name in names:
+                key = _Colliding.planted(name, inner)
+                facts = compiled(event_type, copied)
+                assert not key.compared, (event_type, name)
+                if container is data:  # one the check reads: left to the precise path
+                    assert facts is None, (event_type, name)
+                key.armed = False
+                del inner[key]
+        hostile = orjson.loads(orjson.dumps(data))
+        _Colliding.planted("turn", hostile).armed = False
+        outcome = _append((event_type, hostile, op, None, False))
+        with _precise_only():
+            assert _append((event_type, hostile, op, None, False)) == outcome
+        assert outcome[0] == "refused"
