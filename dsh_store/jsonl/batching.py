@@ -265,8 +265,11 @@ class WriteBehindController:
         self.failure = None
         self._reported = None
         out: list[Action] = []
-        if self._waiters and not self._queue:
-            self._finish_barrier(None, out)
+        if not self._queue:
+            if self._waiters:
+                self._finish_barrier(None, out)
+            if self._armed is None:
+                return out  # nothing queued and no timer: all that _pump would decide
         return self._pump(now, out)
 
     def write_failed(self, error: BaseException, now: float) -> list[Action]:
@@ -291,7 +294,8 @@ class WriteBehindController:
 
     def flush(self, now: float) -> tuple[int, list[Action]]:
         """Start (or join) the barrier; the returned token is resolved when all is durable."""
-        token = self._new_token()
+        self._next_token += 1
+        token = self._next_token
         if not self._queue and self._in_flight is None:
             return token, [ResolveFlushes((token,), None)]
         self._waiters.append(token)
