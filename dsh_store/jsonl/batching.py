@@ -25,6 +25,7 @@ a write the barrier started is reported to every waiter, and the batch stays.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -42,7 +43,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+# The actions are records a driver reads and never changes. Those made for every event or
+# batch (StartWrite, ArmTimer, ResolveFlushes) are not frozen: building a frozen dataclass
+# costs one ``object.__setattr__`` call per field, several times per event on the hot path.
+
+
+@dataclass(slots=True)
 class StartWrite:
     """Write ``lines`` (seqs ``first_seq .. last_seq``, ``nbytes`` bytes) now."""
 
@@ -52,7 +58,7 @@ class StartWrite:
     nbytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ArmTimer:
     """Call ``timer_fired`` once the clock reaches ``deadline`` (replaces any earlier timer)."""
 
@@ -64,7 +70,7 @@ class CancelTimer:
     """No timer is needed any more."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ResolveFlushes:
     """Wake the flush/close waiters ``tokens``: done if ``error`` is None, else failed with it."""
 
@@ -88,12 +94,7 @@ class Closed:
 
 Action = StartWrite | ArmTimer | CancelTimer | ResolveFlushes | ReportBackgroundFailure | Closed
 
-
-@dataclass(slots=True)
-class _Batch:
-    items: list[tuple[int, bytes]]
-    nbytes: int
-    background: bool  # started by the window or size trigger, not by a barrier
+_CANCEL_TIMER = CancelTimer()
 
 
 class WriteBehindController:
@@ -130,9 +131,17 @@ class WriteBehindController:
         self.max_batch_events = max_batch_events
         self.max_batch_bytes = max_batch_bytes
         self.max_pending_bytes = max_pending_bytes
-        self._queue: deque[tuple[int, bytes]] = deque()
+        # The caps as plain numbers for the per-event checks (no limit: never reached).
+        self._event_cap = max_batch_events if max_batch_events is not None else math.inf
+        self._byte_cap = max_batch_bytes if max_batch_bytes is not None else math.inf
+        # The queue holds the lines of seqs ``_queue_first .. _last_seq``: enqueue admits only
+        # the next seq, so the seqs need not be stored beside the lines.
+        self._queue: deque[bytes] = deque()
         self._queue_bytes = 0
-        self._in_flight: _Batch | None = None
+        self._queue_first = 0 if durable_seq is None else durable_seq + 1
+        self._in_flight: StartWrite | None = None
+        self._in_flight_background = False  # started by the window or a cap, not a barrier
+        self._pending_bytes = 0  # queued plus in flight
         self._deadline: float | None = None
         self._armed: float | None = None
         self._paused = False
@@ -154,12 +163,13 @@ class WriteBehindController:
     @property
     def pending_bytes(self) -> int:
         """Bytes held in memory: queued plus in flight."""
-        return self._queue_bytes + (self._in_flight.nbytes if self._in_flight else 0)
+        return self._pending_bytes
 
     @property
     def pending_count(self) -> int:
         """Events not yet durable: queued plus in flight."""
-        return len(self._queue) + (len(self._in_flight.items) if self._in_flight else 0)
+        in_flight = self._in_flight
+        return len(self._queue) + (len(in_flight.lines) if in_flight is not None else 0)
 
     @property
     def writing(self) -> bool:
@@ -183,8 +193,12 @@ class WriteBehindController:
 
     def pending_items(self) -> list[tuple[int, bytes]]:
         """``(seq, line)`` of every event not yet durable, in seq order (nothing is dropped)."""
-        head = self._in_flight.items if self._in_flight else []
-        return [*head, *self._queue]
+        items: list[tuple[int, bytes]] = []
+        in_flight = self._in_flight
+        if in_flight is not None:
+            items.extend(enumerate(in_flight.lines, in_flight.first_seq))
+        items.extend(enumerate(self._queue, self._queue_first))
+        return items
 
     def has_room(self, nbytes: int) -> bool:
         """Tell whether a line of ``nbytes`` may be queued now, or the producer must wait.
@@ -195,7 +209,7 @@ class WriteBehindController:
             automatic writes are paused: waiting would never end; ``flush`` retries.
         """
         limit = self.max_pending_bytes
-        pending = self.pending_bytes
+        pending = self._pending_bytes
         if limit is None or pending == 0 or pending + nbytes <= limit:
             return True
         if self._paused and self.failure is not None:
@@ -213,16 +227,20 @@ class WriteBehindController:
         """
         if self._closing or self._closed:
             raise ValueError("the write-behind queue is closed; no more events are accepted")
-        expected = 0 if self._last_seq is None else self._last_seq + 1
+        last = self._last_seq
+        expected = 0 if last is None else last + 1
         if seq != expected:
             raise EventValidationError(
                 f"append seq mismatch: expected seq {expected}, got {seq}",
                 rule="append-seq-mismatch",
                 seq=seq,
             )
-        was_empty = not self._queue
-        self._queue.append((seq, line))
-        self._queue_bytes += len(line)
+        queue = self._queue
+        was_empty = not queue
+        queue.append(line)
+        size = len(line)
+        self._queue_bytes += size
+        self._pending_bytes += size
         self._last_seq = seq
         if self._paused:
             # The next event resumes automatic writes: a fresh window for old + new.
@@ -242,25 +260,31 @@ class WriteBehindController:
     def write_succeeded(self, now: float) -> list[Action]:
         """The batch of the last :class:`StartWrite` is durable."""
         batch = self._take_in_flight()
-        self.durable_seq = batch.items[-1][0]
+        self._pending_bytes -= batch.nbytes
+        self.durable_seq = batch.last_seq
         self.failure = None
         self._reported = None
         out: list[Action] = []
-        if self._waiters and not self._queue:
-            self._finish_barrier(None, out)
+        if not self._queue:
+            if self._waiters:
+                self._finish_barrier(None, out)
+            if self._armed is None:
+                return out  # nothing queued and no timer: all that _pump would decide
         return self._pump(now, out)
 
     def write_failed(self, error: BaseException, now: float) -> list[Action]:
         """The batch of the last :class:`StartWrite` was not written; it goes back in front."""
+        background = self._in_flight_background
         batch = self._take_in_flight()
-        self._queue.extendleft(reversed(batch.items))
+        self._queue.extendleft(reversed(batch.lines))
+        self._queue_first = batch.first_seq
         self._queue_bytes += batch.nbytes
         self.failure = error
         out: list[Action] = []
-        if batch.background and self._reported != (type(error), str(error)):
+        if background and self._reported != (type(error), str(error)):
             self._reported = (type(error), str(error))
-            out.append(ReportBackgroundFailure(error, batch.items[0][0], batch.items[-1][0]))
-        if self._waiters and batch.background:
+            out.append(ReportBackgroundFailure(error, batch.first_seq, batch.last_seq))
+        if self._waiters and background:
             return self._pump(now, out)  # a barrier is waiting: it retries this batch once
         if self._waiters:
             self._finish_barrier(error, out)
@@ -270,7 +294,8 @@ class WriteBehindController:
 
     def flush(self, now: float) -> tuple[int, list[Action]]:
         """Start (or join) the barrier; the returned token is resolved when all is durable."""
-        token = self._new_token()
+        self._next_token += 1
+        token = self._next_token
         if not self._queue and self._in_flight is None:
             return token, [ResolveFlushes((token,), None)]
         self._waiters.append(token)
@@ -300,7 +325,7 @@ class WriteBehindController:
         self._next_token += 1
         return self._next_token
 
-    def _take_in_flight(self) -> _Batch:
+    def _take_in_flight(self) -> StartWrite:
         batch = self._in_flight
         if batch is None:
             raise RuntimeError("no write is in flight")
@@ -333,44 +358,54 @@ class WriteBehindController:
             and self._armed == self._deadline
             and now < self._armed
             and self.window_s != 0
-            and not self._cap_reached()
+            and len(self._queue) < self._event_cap
+            and self._queue_bytes < self._byte_cap
         )
 
-    def _cap_reached(self) -> bool:
-        return (
-            self.max_batch_events is not None and len(self._queue) >= self.max_batch_events
-        ) or (self.max_batch_bytes is not None and self._queue_bytes >= self.max_batch_bytes)
-
-    def _due(self, now: float) -> bool:
-        if self._waiters or self.window_s == 0 or self._cap_reached():
-            return True
-        return self._deadline is not None and now >= self._deadline
-
     def _pump(self, now: float, out: list[Action]) -> list[Action]:
-        idle = self._in_flight is None and bool(self._queue) and not self._paused
-        if idle and self._due(now):
-            out.append(self._start_write())
-            idle = False
-        wanted = self._deadline if idle and not self._waiters else None
+        wanted: float | None = None
+        queue = self._queue
+        if self._in_flight is None and queue and not self._paused:
+            deadline = self._deadline
+            if (
+                self._waiters
+                or self.window_s == 0
+                or len(queue) >= self._event_cap
+                or self._queue_bytes >= self._byte_cap
+                or (deadline is not None and now >= deadline)
+            ):
+                out.append(self._start_write())
+            else:
+                wanted = deadline  # idle, not due, and no barrier waits: the window's timer
         if wanted != self._armed:
             self._armed = wanted
-            out.append(CancelTimer() if wanted is None else ArmTimer(wanted))
+            out.append(_CANCEL_TIMER if wanted is None else ArmTimer(wanted))
         return out
 
     def _start_write(self) -> StartWrite:
-        limit_events = self.max_batch_events or len(self._queue)
-        limit_bytes = self.max_batch_bytes
-        items: list[tuple[int, bytes]] = []
-        nbytes = 0
         queue = self._queue
-        while queue and len(items) < limit_events:
-            size = len(queue[0][1])
-            if limit_bytes is not None and items and nbytes + size > limit_bytes:
-                break
-            items.append(queue.popleft())
-            nbytes += size
+        if len(queue) <= self._event_cap and self._queue_bytes <= self._byte_cap:
+            # Everything queued fits in one batch (the usual case): take it whole.
+            lines = list(queue)
+            queue.clear()
+            nbytes = self._queue_bytes
+        else:
+            lines = []
+            nbytes = 0
+            limit_events = self.max_batch_events or len(queue)
+            limit_bytes = self.max_batch_bytes
+            while queue and len(lines) < limit_events:
+                size = len(queue[0])
+                if limit_bytes is not None and lines and nbytes + size > limit_bytes:
+                    break
+                lines.append(queue.popleft())
+                nbytes += size
+        first = self._queue_first
+        self._queue_first = first + len(lines)
         self._queue_bytes -= nbytes
         if not queue:
             self._deadline = None  # the remainder, if any, keeps its (possibly past) deadline
-        self._in_flight = _Batch(items, nbytes, background=not self._waiters)
-        return StartWrite([line for _, line in items], items[0][0], items[-1][0], nbytes)
+        write = StartWrite(lines, first, first + len(lines) - 1, nbytes)
+        self._in_flight = write
+        self._in_flight_background = not self._waiters
+        return write

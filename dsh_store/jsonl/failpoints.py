@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["FAILPOINTS", "armed", "failpoint"]
+__all__ = ["ANY_ARMED", "FAILPOINTS", "armed", "failpoint"]
 
 FAILPOINTS: tuple[str, ...] = (
     "materialize.after-temp-write",
@@ -42,6 +42,10 @@ through; the PostgreSQL ones are :data:`dsh_store.postgres.failpoints.PG_FAILPOI
 # Read once: the hot path then costs one comparison against None.
 _ARMED: str | None = os.environ.get("DSH_STORE_FAILPOINT") or None
 _skip_remaining: int = int(os.environ.get("DSH_STORE_FAILPOINT_SKIP", "0") or "0")
+
+ANY_ARMED: bool = _ARMED is not None
+"""Whether a failpoint is armed in this process at all (fixed at import): a hot path may
+skip its failpoint calls when not."""
 
 
 def armed(name: str) -> bool:

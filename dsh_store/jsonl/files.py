@@ -38,7 +38,7 @@ from dsh_store.errors import (
     WriterBrokenError,
     ZstdUnavailableError,
 )
-from dsh_store.jsonl.failpoints import armed, failpoint
+from dsh_store.jsonl.failpoints import ANY_ARMED, armed, failpoint
 from dsh_store.jsonl.layout import DIR_MODE, FILE_MODE, decode_session_id, temp_path
 from dsh_store.jsonl.watermark import DurableMark, header_crc
 from dsh_store.jsonl.zstd_frames import is_zstd_log
@@ -144,12 +144,20 @@ def make_dirs(
 
 def write_all(fd: int, data: bytes | bytearray, *, torn_failpoint: str | None = None) -> None:
     """Write every byte of ``data`` to ``fd``, looping over short writes."""
-    view = memoryview(data)
-    if torn_failpoint is not None and armed(torn_failpoint) and len(view) > 1:
+    if torn_failpoint is not None and armed(torn_failpoint) and len(data) > 1:
         # Crash tests: put half the bytes on disk, then maybe die, leaving a torn tail.
+        view = memoryview(data)
         written = os.write(fd, view[: len(view) // 2])
         view = view[written:]
         failpoint(torn_failpoint)
+    else:
+        # One write is the usual whole story: a view is made only after a short one.
+        written = os.write(fd, data)
+        if written == len(data):
+            return
+        if written <= 0:
+            raise OSError(errno.EIO, "write() made no progress", None)
+        view = memoryview(data)[written:]
     while view:
         written = os.write(fd, view)
         if written <= 0:
@@ -356,11 +364,11 @@ class LogWriter:
     """Append handle of one existing log: batch append with tail check and rollback.
 
     The writer remembers the size and inode it last wrote and the next seq it
-    expects. Before every append it checks, with one ``fstat`` and one ``stat`` of
-    the path, that the file still has that size and identity and that the path
-    still names it; anything else raises :class:`ConcurrentModificationError`
-    before a byte is written. The handle is not thread-safe; one thread (the
-    write-behind worker) uses it at a time.
+    expects. Before every append it checks, with one ``stat`` of the path, that the
+    path still names that inode and that the inode still has that size (the path and
+    the descriptor then name one inode, so its size is the descriptor's); anything
+    else raises :class:`ConcurrentModificationError` before a byte is written. The
+    handle is not thread-safe; one thread (the write-behind worker) uses it at a time.
 
     After each successful fsync the durable size is recorded in the log's watermark
     (``mark``, :mod:`dsh_store.jsonl.watermark`), best effort and never ahead of the fsync.
@@ -389,6 +397,7 @@ class LogWriter:
         self.broken_cause: str | None = None
         self.mark = DurableMark(path, self.identity)
         self._fd: int | None = fd
+        self._name = os.fspath(path)  # what the tail check stats, converted once
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, expected_size: int, next_seq: int) -> LogWriter:
@@ -439,18 +448,24 @@ class LogWriter:
         :raises WriterBrokenError: this or an earlier rollback failed.
         :raises OSError: the disk refused the batch; the file is back to its old size.
         """
-        fd = self._usable_fd()
-        self._check_seqs(lines, first_seq, last_seq)
+        fd = self._fd
+        if fd is None or self.broken_cause is not None:
+            fd = self._usable_fd()
+        if first_seq != self.next_seq or last_seq - first_seq + 1 != len(lines) or not lines:
+            self._refuse_seqs(lines, first_seq, last_seq)
         self._check_tail(fd)
         before = self.size
         data = b"".join(lines)
         if self.encoder is not None:  # the whole frame exists before the file is touched
             data = self.encoder.batch_frame(data)
         try:
-            failpoint("append.before-write")
-            write_all(fd, data, torn_failpoint="append.partial-write")
-            failpoint("append.after-write")
-            failpoint("append.before-fsync")
+            if ANY_ARMED:
+                failpoint("append.before-write")
+                write_all(fd, data, torn_failpoint="append.partial-write")
+                failpoint("append.after-write")
+                failpoint("append.before-fsync")
+            else:
+                write_all(fd, data)
             os.fsync(fd)
         except BaseException as error:
             self.pending = list(lines)
@@ -461,11 +476,13 @@ class LogWriter:
                     f"append of seqs {first_seq}..{last_seq}", str(self.path), error
                 ) from error
             raise
-        failpoint("append.after-fsync")
+        if ANY_ARMED:
+            failpoint("append.after-fsync")
         self.size = before + len(data)
         self.next_seq = last_seq + 1
-        self.pending = []
-        self.pending_first_seq = None
+        if self.pending:
+            self.pending = []
+            self.pending_first_seq = None
         self.mark.record(self.size)  # after the fsync returned: it may lag, never lead
 
     def close(self) -> None:
@@ -488,30 +505,37 @@ class LogWriter:
             raise ValueError(f"{self.path}: the log writer is closed")
         return self._fd
 
-    def _check_seqs(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> None:
-        if first_seq != self.next_seq or last_seq - first_seq + 1 != len(lines) or not lines:
-            raise EventValidationError(
-                f"append seq mismatch: the log continues at seq {self.next_seq}, got a batch "
-                f"of {len(lines)} line(s) for seqs {first_seq}..{last_seq}",
-                rule="append-seq-mismatch",
-                seq=first_seq,
-                path=str(self.path),
-            )
+    def _refuse_seqs(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> NoReturn:
+        raise EventValidationError(
+            f"append seq mismatch: the log continues at seq {self.next_seq}, got a batch "
+            f"of {len(lines)} line(s) for seqs {first_seq}..{last_seq}",
+            rule="append-seq-mismatch",
+            seq=first_seq,
+            path=str(self.path),
+        )
 
     def _check_tail(self, fd: int) -> None:
-        info = os.fstat(fd)
+        """Refuse to write unless the path still names this handle's inode at its last size.
+
+        One ``stat`` of the path: when it names the descriptor's inode (same device and
+        inode number), its size is the descriptor's, so no ``fstat`` is needed for that.
+        """
         try:
-            named: os.stat_result | None = os.stat(self.path)
+            named: os.stat_result | None = os.stat(self._name)
         except FileNotFoundError:
             named = None
-        if named is None:
-            if info.st_nlink == 0:
-                self._refuse("the log file was deleted")
-            self._refuse("the log file was removed from its path")
-        if (named.st_dev, named.st_ino) != self.identity:
+        if named is None or named.st_ino != self.identity[1] or named.st_dev != self.identity[0]:
+            self._refuse_moved(fd, named)
+        if named.st_size != self.size:
+            self._refuse(f"size is {named.st_size} bytes, this writer last left {self.size}")
+
+    def _refuse_moved(self, fd: int, named: os.stat_result | None) -> NoReturn:
+        """Refuse a path that no longer names this handle's inode, saying what happened."""
+        if named is not None:
             self._refuse("another file was put in place of the log")
-        if info.st_size != self.size:
-            self._refuse(f"size is {info.st_size} bytes, this writer last left {self.size}")
+        if os.fstat(fd).st_nlink == 0:
+            self._refuse("the log file was deleted")
+        self._refuse("the log file was removed from its path")
 
     def _refuse(self, detail: str) -> NoReturn:
         raise ConcurrentModificationError(str(self.path), detail)

@@ -177,6 +177,12 @@ class DurableMark:
         self.identity = identity
         self.head_crc: int | None = None
         self._fd: int | None = None
+        # The record up to its size field, and that prefix's CRC, for ``_head``: every
+        # record of one log shares them, so each later one formats and checksums its size
+        # only (the bytes are exactly :func:`encode_record`'s).
+        self._head: int | None = None
+        self._prefix = b""
+        self._prefix_crc = 0
 
     def record(self, size: int) -> None:
         """Record that the log is durable up to ``size`` bytes; never raises ``OSError``."""
@@ -185,7 +191,17 @@ class DurableMark:
                 self.head_crc = _read_head_crc(self.log, self.identity)
                 if self.head_crc is None:
                     return
-            data = encode_record(self.identity[0], self.identity[1], self.head_crc, size)
+            if self._head != self.head_crc:
+                self._head = self.head_crc
+                self._prefix = b"%s %d %d %08x " % (
+                    _MAGIC,
+                    self.identity[0],
+                    self.identity[1],
+                    self.head_crc,
+                )
+                self._prefix_crc = zlib.crc32(self._prefix)
+            digits = b"%020d" % size
+            data = self._prefix + digits + b" %08x\n" % zlib.crc32(digits, self._prefix_crc)
             fd = self._fd
             if fd is None:
                 fd = os.open(

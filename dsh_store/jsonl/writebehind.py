@@ -195,8 +195,20 @@ class ThreadWriteBehind(_QueueState):
         :raises EventValidationError: ``seq`` does not follow the previous one.
         :raises ValueError: the queue is closed or was aborted.
         """
-        with self._lock:
-            self._put(seq, line)
+        with self._lock:  # _put's body, inline: this runs for every event
+            if self._stopped:
+                self._require_running()
+            self._enqueued += 1
+            actions = self._ctrl.enqueue(seq, line, self._clock())
+            if actions:
+                self._apply(actions)
+
+    def _put(self, seq: int, line: bytes) -> None:
+        self._require_running()
+        self._enqueued += 1
+        actions = self._ctrl.enqueue(seq, line, self._clock())
+        if actions:  # most events join a batch whose timer is already armed
+            self._apply(actions)
 
     def _wait_for_room(self, nbytes: int) -> None:
         ctrl = self._ctrl
@@ -209,13 +221,6 @@ class ThreadWriteBehind(_QueueState):
                 self._cond.wait()
             finally:
                 self._room_waiters -= 1
-
-    def _put(self, seq: int, line: bytes) -> None:
-        self._require_running()
-        self._enqueued += 1
-        actions = self._ctrl.enqueue(seq, line, self._clock())
-        if actions:  # most events join a batch whose timer is already armed
-            self._apply(actions)
 
     def _require_running(self) -> None:
         if self._stopped:
@@ -298,25 +303,29 @@ class ThreadWriteBehind(_QueueState):
     def _apply(self, actions: list[Action], *, hand_off: bool = True) -> None:
         wake = False
         for action in actions:
-            if isinstance(action, StartWrite):
+            # The common actions first: this runs several times per event (and a class
+            # pattern of ``match`` costs several times an isinstance).
+            if isinstance(action, ArmTimer):
+                deadline = action.deadline
+                self._deadline = deadline
+                # A worker already due to wake before the deadline will see the timer then.
+                wakes_at = self._worker_wakes_at
+                wake = wake or wakes_at is None or deadline < wakes_at
+            elif isinstance(action, StartWrite):
                 if self._stopped:
                     continue  # aborted: the batch stays pending, unwritten
                 self._write = action
                 wake = wake or hand_off
-            elif isinstance(action, ArmTimer):
-                self._deadline = action.deadline
-                # A worker already due to wake before the deadline will see the timer then.
-                wakes_at = self._worker_wakes_at
-                wake = wake or wakes_at is None or action.deadline < wakes_at
-            elif isinstance(action, CancelTimer):
-                self._deadline = None  # a sleeping worker finds nothing to do: no wake
             elif isinstance(action, ResolveFlushes):
+                error = action.error
                 for token in action.tokens:
                     if token in self._abandoned:
                         self._abandoned.discard(token)
                     else:
-                        self._results[token] = action.error
+                        self._results[token] = error
                 wake = wake or self._flush_waiters > 0
+            elif isinstance(action, CancelTimer):
+                self._deadline = None  # a sleeping worker finds nothing to do: no wake
             elif isinstance(action, ReportBackgroundFailure):
                 _log_background_failure(action)
             elif isinstance(action, Closed):

@@ -556,3 +556,65 @@ def test_enqueue_shortcut_never_changes_a_decision(
         in_flight = (in_flight and kind not in ("done", "fail")) or any(
             isinstance(action, StartWrite) for action in results[0]
         )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=_steps,
+    window_s=st.sampled_from([0.0, 0.05]),
+    max_batch_events=st.sampled_from([None, 1, 3]),
+    max_batch_bytes=st.sampled_from([None, 500]),
+)
+def test_every_write_and_every_pending_item_pairs_each_seq_with_its_own_line(
+    steps: list[tuple[str, float, int]],
+    window_s: float,
+    max_batch_events: int | None,
+    max_batch_bytes: int | None,
+) -> None:
+    # The queue keeps lines without their seqs (they are consecutive): through caps, failed
+    # writes put back in front and retries, each seq must still travel with its own line.
+    ctrl = WriteBehindController(
+        window_s=window_s, max_batch_events=max_batch_events, max_batch_bytes=max_batch_bytes
+    )
+    now, seq = 0.0, 0
+    writing: StartWrite | None = None
+    durable = -1
+
+    def line_of(n: int, size: int = 1) -> bytes:
+        return b"%d:" % n + b"x" * size + b"\n"
+
+    def take(actions: list[Action]) -> None:
+        nonlocal writing
+        for action in actions:
+            if isinstance(action, StartWrite):
+                assert writing is None
+                writing = action
+                assert action.first_seq == durable + 1
+                assert all(
+                    line.startswith(b"%d:" % n)
+                    for n, line in enumerate(action.lines, action.first_seq)
+                )
+                assert action.nbytes == sum(map(len, action.lines))
+
+    for kind, advance, size in steps:
+        now += advance
+        if kind == "enqueue":
+            take(ctrl.enqueue(seq, line_of(seq, size), now))
+            seq += 1
+        elif kind == "fire":
+            take(ctrl.timer_fired(now))
+        elif kind == "flush":
+            take(ctrl.flush(now)[1])
+        elif kind in ("done", "fail") and writing is not None:
+            done, writing = writing, None
+            if kind == "done":
+                durable = done.last_seq
+                take(ctrl.write_succeeded(now))
+            else:
+                take(ctrl.write_failed(OSError("disk"), now))
+        items = ctrl.pending_items()
+        assert [n for n, _ in items] == list(range(durable + 1, seq))
+        assert all(line.startswith(b"%d:" % n) for n, line in items)
+        assert ctrl.pending_count == len(items)
+        assert ctrl.pending_bytes == sum(len(line) for _, line in items)
+    assert ctrl.durable_seq == (None if durable < 0 else durable)

@@ -189,3 +189,20 @@ def test_a_migration_publish_drops_a_stale_record_and_open_records_a_fresh_one(
         published = live.path
     mark = read_watermark(published)
     assert mark is not None and mark.size == published.stat().st_size
+
+
+def test_each_record_of_a_writer_is_exactly_the_encoded_record(path: Path) -> None:
+    # The writer formats only the size of each record after the first; the bytes on disk
+    # must still be encode_record's, also once the header checksum it binds changes.
+    writer = materialize(path, HEADER, lines(0, 1))
+    dev, ino = writer.identity
+    mark = watermark_path(path)
+    assert writer.mark.head_crc is not None
+    head = writer.mark.head_crc
+    with writer:
+        for seq in range(1, 4):
+            writer.append(lines(seq, seq + 1), seq, seq)
+            assert Path(mark).read_bytes() == encode_record(dev, ino, head, writer.size)
+        writer.mark.head_crc = head ^ 1
+        writer.append(lines(4, 5), 4, 4)
+        assert Path(mark).read_bytes() == encode_record(dev, ino, head ^ 1, writer.size)
