@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh_store.errors import CorruptFrameError
 from dsh_store.jsonl import zstd_codec, zstd_frames
@@ -380,3 +382,21 @@ def test_reading_only_the_header_decodes_only_the_header_frame(
     assert decoded == [0]
     assert len(list(ZstdLogReader(log).frames())) == len(spans)
     assert sorted(set(decoded)) == [start for start, _ in spans]  # the spy saw every frame
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=40),
+            st.builds(
+                lambda size, byte: byte * size, st.integers(0, 3000), st.sampled_from([b"a", b"\r"])
+            ),
+        ).map(lambda line: line.replace(b"\n", b"")),
+        max_size=40,
+    )
+)
+def test_a_frames_lines_are_its_plaintext_split_at_each_newline(lines: list[bytes]) -> None:
+    """The line split of a frame (newlines found by ``find``, or by ``split`` for short
+    lines) gives exactly ``split``'s pieces, for any mix of short and long lines."""
+    plaintext = b"".join(line + b"\n" for line in lines)
+    assert zstd_codec._frame_lines(plaintext) == plaintext.split(b"\n")[:-1] == lines
