@@ -164,9 +164,6 @@ class ZstdScanOutcome(NamedTuple):
         )
 
 
-_Decoded = Generator[tuple["FramePlaintext", int], None, None]
-"""Each data frame of a log with its plaintext size (``ZstdLogReader._decode``)."""
-
 READ_AHEAD_BYTES = 2 << 20
 """Plaintext bytes of the batches :class:`ZstdLogReader` hands its worker thread before it
 takes the oldest result back."""
@@ -216,8 +213,7 @@ class ZstdLogReader:
         self.outcome = None
         decoded = self._decode(zstd)
         try:
-            for frame, _ in decoded:
-                yield frame
+            yield from decoded
         finally:
             decoded.close()  # its file and its worker, however the iteration ends
         outcome = self.outcome
@@ -225,11 +221,9 @@ class ZstdLogReader:
         if outcome.defect is not None and self._strict:
             raise outcome.error(self.path)
 
-    def _decode(self, zstd: Any) -> _Decoded:
-        """Each data frame with its plaintext size; sets :attr:`outcome` at the end.
-
-        The one decoding of a log, whichever thread drives it (one at a time).
-        """
+    def _decode(self, zstd: Any) -> Generator[FramePlaintext, None, None]:
+        """Each data frame; sets :attr:`outcome` at the end. It runs in the reader's thread
+        (a worker, if any, only makes the binding's batch calls for it)."""
         decompressor = zstd.ZstdDecompressor()
         read = _Reader(self._source)
         scanner = FrameScanner(self._source if read.fd is None else read.fd)
@@ -251,7 +245,7 @@ class ZstdLogReader:
                 if defect is not None:
                     break
                 lines = _frame_lines(plaintext)
-                yield FramePlaintext(index, span.offset, span.end, lines, False), len(plaintext)
+                yield FramePlaintext(index, span.offset, span.end, lines, False)
                 unchecked += not span.checksum
                 committed = span.end
                 index += 1
@@ -278,7 +272,7 @@ class ZstdLogReader:
                 torn_frame = FramePlaintext(
                     index, torn.offset, torn.offset + torn.length, lines, True
                 )
-                yield torn_frame, sum(map(len, lines)) + len(lines)
+                yield torn_frame
         finally:
             complete.close()  # its worker, on an early exit
             read.close()
