@@ -12,10 +12,14 @@
  * window cut anywhere, a start or base out of range) makes it read outside the window; the
  * tests compare it with _plain_frames_in_python on every cut and bit flip of a log and on
  * random bytes. It calls no Python code and holds the GIL throughout (it builds objects).
+ *
+ * whole_lines(plaintext) splits a decoded frame (any buffer, so the binding's output is
+ * read in place, not copied first) into its lines, as zstd_codec._whole_lines_in_python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define BLOCK_SIZE_MAX (128 * 1024)
 
@@ -200,6 +204,43 @@ done:
     return spans;
 }
 
+static PyObject *
+whole_lines(PyObject *module, PyObject *plaintext)
+{
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(plaintext, &buffer, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const char *data = buffer.buf;
+    Py_ssize_t length = buffer.len;
+    PyObject *lines = NULL;
+    if (length > 0 && data[length - 1] != '\n') {
+        lines = Py_NewRef(Py_None); /* it ends inside a line */
+        goto done;
+    }
+    lines = PyList_New(0);
+    Py_ssize_t start = 0;
+    while (lines != NULL && start < length) {
+        /* The last byte is a newline, so memchr always finds one before the end. */
+        const char *newline = memchr(data + start, '\n', (size_t)(length - start));
+        Py_ssize_t end = newline - data;
+        PyObject *line = PyBytes_FromStringAndSize(data + start, end - start);
+        if (line == NULL || PyList_Append(lines, line) < 0) {
+            Py_CLEAR(lines);
+        }
+        Py_XDECREF(line);
+        start = end + 1;
+    }
+done:
+    PyBuffer_Release(&buffer);
+    return lines;
+}
+
+PyDoc_STRVAR(whole_lines_doc,
+"whole_lines(plaintext, /)\n--\n\n"
+"The lines of a frame's plaintext (any buffer), without their newlines, when it is empty\n"
+"or ends in a newline; None when it ends inside a line.");
+
 PyDoc_STRVAR(plain_frames_doc,
 "plain_frames(window, start, base, most, span_type, /)\n--\n\n"
 "The plain complete zstd frames that follow one another from window[start] and lie wholly\n"
@@ -208,6 +249,7 @@ PyDoc_STRVAR(plain_frames_doc,
 
 static PyMethodDef methods[] = {
     {"plain_frames", (PyCFunction)(void (*)(void))plain_frames, METH_FASTCALL, plain_frames_doc},
+    {"whole_lines", whole_lines, METH_O, whole_lines_doc},
     {NULL, NULL, 0, NULL},
 };
 

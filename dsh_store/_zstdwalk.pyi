@@ -13,3 +13,7 @@ def plain_frames(
     """The plain complete zstd frames that follow one another from ``window[start]`` and lie
     wholly in the window (at most ``most``), as ``span_type`` instances, and the window
     index where that run ends."""
+
+def whole_lines(plaintext: bytes | bytearray | memoryview, /) -> list[bytes] | None:
+    """The lines of a frame's plaintext without their newlines, when it is empty or ends in
+    a newline; None when it ends inside a line."""

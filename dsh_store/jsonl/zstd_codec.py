@@ -22,7 +22,7 @@ import io
 import os
 import queue
 import threading
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import CorruptFrameError, ZstdUnavailableError
@@ -240,11 +240,13 @@ class ZstdLogReader:
                     skipped.append((span.offset, span.end))
                     committed = span.end
                     continue
-                if defect is None:
+                if defect is None and index == 0:
                     defect = _lines_defect(plaintext, span.offset, index)
-                if defect is not None:
+                lines = None if defect is not None else _whole_lines(plaintext)
+                if lines is None:
+                    if defect is None:
+                        defect = _lines_defect(plaintext, span.offset, index)
                     break
-                lines = _frame_lines(plaintext)
                 yield FramePlaintext(index, span.offset, span.end, lines, False)
                 unchecked += not span.checksum
                 committed = span.end
@@ -377,7 +379,7 @@ def _complete_frames(
     zstd: Any,
     frames: Iterator[tuple[FrameSpan, memoryview]],
     ahead_of: int | None = None,
-) -> Generator[tuple[FrameSpan, bytes, FrameDefect | None], None, None]:
+) -> Generator[tuple[FrameSpan, bytes | memoryview, FrameDefect | None], None, None]:
     """Each complete frame's plaintext, or the defect that ends the log there, in file
     order (a skippable frame with no plaintext); nothing after the first defect.
 
@@ -560,7 +562,7 @@ def _one_shot(span: FrameSpan) -> bool:
 
 def _decode_batch(
     decompressor: Any, zstd: Any, batch: list[tuple[FrameSpan, memoryview]]
-) -> Iterator[tuple[FrameSpan, bytes, FrameDefect | None]]:
+) -> Iterator[tuple[FrameSpan, bytes | memoryview, FrameDefect | None]]:
     """The frames of a batch with their plaintexts, up to and with the first defect."""
     if len(batch) > 1:
         try:
@@ -569,13 +571,31 @@ def _decode_batch(
             pass  # a bad frame in the batch: find it, and its reason, one frame at a time
         else:
             for (span, _), segment in zip(batch, decoded, strict=True):
-                yield span, segment.tobytes(), None
+                yield span, memoryview(segment), None  # its lines are split in place
             return
     for span, frame in batch:
         plaintext, defect = _decode_complete(decompressor, zstd, frame, span)
         yield span, plaintext, defect
         if defect is not None:
             return
+
+
+def _whole_lines_in_python(plaintext: bytes | memoryview) -> list[bytes] | None:
+    """The lines of a frame's plaintext without their ``\\n`` when it is empty or ends in
+    ``\\n``; None when it ends inside a line. The same as ``dsh_store._zstdwalk.whole_lines``
+    (C, which reads the binding's output in place), for an install without a C compiler."""
+    if type(plaintext) is not bytes:
+        plaintext = bytes(plaintext)
+    if plaintext and not plaintext.endswith(b"\n"):
+        return None
+    return _frame_lines(plaintext)
+
+
+_whole_lines: Callable[[bytes | memoryview], list[bytes] | None]
+try:
+    from .._zstdwalk import whole_lines as _whole_lines
+except ImportError:  # installed without a C compiler
+    _whole_lines = _whole_lines_in_python
 
 
 def _frame_lines(plaintext: bytes) -> list[bytes]:
@@ -650,8 +670,9 @@ def _complete_frame_within(
     return None
 
 
-def _lines_defect(plaintext: bytes, offset: int, index: int) -> FrameDefect | None:
+def _lines_defect(plaintext: bytes | memoryview, offset: int, index: int) -> FrameDefect | None:
     """The whole-lines rule: frame 0 is exactly one line; later frames end in ``\\n``."""
+    plaintext = bytes(plaintext)  # a copy only where a frame is judged here
     if index == 0:
         if plaintext.endswith(b"\n") and plaintext.count(b"\n") == 1:
             return None

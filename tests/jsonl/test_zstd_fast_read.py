@@ -556,3 +556,33 @@ def test_the_c_run_walk_is_built_where_a_c_compiler_is() -> None:
         pytest.skip(f"no C compiler ({compiler}) here: the Python walk is the one in use")
     assert "c" in RUN_WALKERS, "dsh_store._zstdwalk was not built; run scripts/setup-venv"
     assert zstd_frames._plain_frames is not zstd_frames._plain_frames_in_python
+
+
+LINE_SPLITTERS: dict[str, Callable[[bytes | memoryview], list[bytes] | None]] = {
+    "python": zstd_codec._whole_lines_in_python
+}
+try:
+    from dsh_store._zstdwalk import whole_lines as _c_whole_lines
+except ImportError:  # an install without a C compiler: the Python split alone
+    pass
+else:
+    LINE_SPLITTERS["c"] = _c_whole_lines
+
+
+@pytest.mark.parametrize("splitter", sorted(LINE_SPLITTERS))
+@given(
+    st.lists(st.binary(max_size=700).map(lambda line: line.replace(b"\n", b"")), max_size=30),
+    st.binary(max_size=8),
+)
+def test_a_frames_lines_are_split_in_place_as_split_does(
+    splitter: str, lines: list[bytes], tail: bytes
+) -> None:
+    """Whole lines (from bytes or from a view that ends inside a longer buffer) give
+    ``split``'s pieces; a plaintext that ends inside a line gives None."""
+    split = LINE_SPLITTERS[splitter]
+    plaintext = b"".join(line + b"\n" for line in lines)
+    assert split(plaintext) == lines
+    assert split(memoryview(plaintext + b"more\n")[: len(plaintext)]) == lines
+    if tail and not tail.endswith(b"\n"):
+        assert split(plaintext + tail) is None
+        assert split(memoryview(plaintext + tail + b"\n")[: len(plaintext) + len(tail)]) is None
