@@ -6,8 +6,9 @@ descriptor, dictionary id and content size, every 3-byte block header (skipping 
 block payloads) and the optional 4-byte checksum trailer. It never decompresses, so it
 needs no zstd binding, and it holds at most one read window of the file (1 MiB, or one
 frame when that is larger). A plain complete frame is read in one pass over the window
-(:func:`_plain_frame`); anything else takes the precise walk (:func:`_frame`), which says
-what it is.
+(:func:`_parse_plain`), a run of them in one call (``dsh_store._zstdwalk``, C, where it
+was compiled); anything else takes the precise walk (:func:`_frame`), which says what it
+is.
 
 What the scan of the bytes after the last complete frame finds (docs/format.md, "zstd
 encoding"):
@@ -30,8 +31,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Final, NamedTuple
 
 from ..errors import NotASessionError
 
@@ -233,8 +234,21 @@ class FrameScanner:
         self.file_size = size = source.size
         offset = 0
         while offset < size:
-            span = _plain_frame(source, offset)
-            if span is None:
+            # A run of plain complete frames in the window, in one call (C where built).
+            base, window = source.base, source.window
+            if 0 <= offset - base < len(window):
+                run, _ = _plain_frames(window, offset - base, base, _RUN_FRAMES)
+                if run:
+                    view = memoryview(window) if with_bytes else None
+                    for span in run:
+                        self.end = offset = span.end
+                        frame = None if view is None else view[span.offset - base : offset - base]
+                        yield span, frame
+                    continue
+            plain = _plain_frame(source, offset)
+            if plain is not None:
+                span = plain
+            else:
                 # Anything but a plain complete frame (a torn one, a defect, a skippable
                 # frame, a dictionary id field) takes the precise walk, which names it.
                 blocks: list[int] = []
@@ -317,60 +331,116 @@ _HEADER_MAX = 4 + 1 + 1 + 4 + 8  # magic, descriptor, window, dictionary id, con
 def _plain_frame(source: _Source, start: int) -> FrameSpan | None:
     """The frame at ``start`` when it is a plain complete zstd frame, else None.
 
-    The fast path of the walk, over the read window with no exceptions and no per-field
-    reads: it accepts only what :func:`_frame` accepts and builds the same span from it
-    (magic, no reserved or unused bit, no dictionary id field, blocks of the types and sizes
-    RFC 8878 allows, all bytes up to the checksum trailer present), so a None sends the
-    frame to :func:`_frame`, which finds what it is.
+    The fast path of the walk for one frame (:func:`_parse_plain`), read from the frame's
+    start once when the window ends inside it; a None sends the frame to :func:`_frame`,
+    which finds what it is.
     """
     if not source.covers(start, min(start + _HEADER_MAX, source.size)):
         source.refill(start)
     for attempt in (0, 1):
-        window = source.window
         base = source.base
-        limit = len(window)
-        i = start - base
-        if window[i : i + 4] != MAGIC or i + 5 > limit:
-            return None
-        descriptor = window[i + 4]
-        if descriptor & 0x1B:  # reserved bit, unused bit or a dictionary id field
-            return None
-        fcs_flag = descriptor >> 6
-        window_size = 0 if descriptor & 0x20 else 1
-        fcs_size = 1 if fcs_flag == 0 and not window_size else _FCS_SIZES[fcs_flag]
-        position = i + 5 + window_size + fcs_size
-        content_size: int | None = None
-        if fcs_size:
-            content_size = int.from_bytes(window[i + 5 + window_size : position], "little")
-            if fcs_size == 2:
-                content_size += 256
-        blocks: list[int] = []
-        while position + 3 <= limit:
-            block_header = window[position] | window[position + 1] << 8 | window[position + 2] << 16
-            block_type = (block_header >> 1) & 3
-            block_size = block_header >> 3
-            if block_type == 3 or block_size > BLOCK_SIZE_MAX:
-                return None
-            position += 3 + (1 if block_type == 1 else block_size)
-            blocks.append(base + position)
-            if block_header & 1:
-                if descriptor & 0x04:
-                    position += 4
-                if position > limit:
-                    break
-                return FrameSpan(
-                    start,
-                    base + position,
-                    False,
-                    content_size,
-                    bool(descriptor & 0x04),
-                    tuple(blocks),
-                )
+        span = _parse_plain(source.window, start - base, base)
+        if not isinstance(span, _Crosses):
+            return span
         # The window ended inside the frame: read it from the frame's start, once.
-        if attempt or base == start or base + limit >= source.size:
+        if attempt or base == start or base + len(source.window) >= source.size:
             return None
         source.refill(start)
     return None
+
+
+class _Crosses:
+    """The window ends inside the frame (:func:`_parse_plain`)."""
+
+
+_CROSSES: Final = _Crosses()
+
+
+def _parse_plain(window: bytes, i: int, base: int) -> FrameSpan | _Crosses | None:
+    """The plain complete frame at ``window[i]`` (``base`` is the window's file offset),
+    ``None`` when it is not one, :data:`_CROSSES` when the window ends inside its blocks
+    or trailer.
+
+    In one pass over the window, with no exceptions and no per-field reads: it accepts
+    only what :func:`_frame` accepts and builds the same span from it (magic, no reserved
+    or unused bit, no dictionary id field, blocks of the types and sizes RFC 8878 allows,
+    all bytes up to the checksum trailer present). ``dsh_store._zstdwalk.plain_frames``
+    (C) walks a run of such frames exactly as :func:`_plain_frames_in_python` does with
+    this function.
+    """
+    limit = len(window)
+    if window[i : i + 4] != MAGIC or i + 5 > limit:
+        return None
+    descriptor = window[i + 4]
+    if descriptor & 0x1B:  # reserved bit, unused bit or a dictionary id field
+        return None
+    fcs_flag = descriptor >> 6
+    window_size = 0 if descriptor & 0x20 else 1
+    fcs_size = 1 if fcs_flag == 0 and not window_size else _FCS_SIZES[fcs_flag]
+    position = i + 5 + window_size + fcs_size
+    content_size: int | None = None
+    if fcs_size:
+        content_size = int.from_bytes(window[i + 5 + window_size : position], "little")
+        if fcs_size == 2:
+            content_size += 256
+    blocks: list[int] = []
+    while position + 3 <= limit:
+        block_header = window[position] | window[position + 1] << 8 | window[position + 2] << 16
+        block_type = (block_header >> 1) & 3
+        block_size = block_header >> 3
+        if block_type == 3 or block_size > BLOCK_SIZE_MAX:
+            return None
+        position += 3 + (1 if block_type == 1 else block_size)
+        blocks.append(base + position)
+        if block_header & 1:
+            if descriptor & 0x04:
+                position += 4
+            if position > limit:
+                break
+            return FrameSpan(
+                base + i,
+                base + position,
+                False,
+                content_size,
+                bool(descriptor & 0x04),
+                tuple(blocks),
+            )
+    return _CROSSES
+
+
+def _plain_frames_in_python(
+    window: bytes, start: int, base: int, most: int
+) -> tuple[list[FrameSpan], int]:
+    """The plain complete frames that follow one another from ``window[start]`` and lie
+    wholly in the window (at most ``most``), and the window index where that run ends.
+
+    What ``dsh_store._zstdwalk.plain_frames`` returns, for an install without a C compiler.
+    """
+    spans: list[FrameSpan] = []
+    while len(spans) < most:
+        span = _parse_plain(window, start, base)
+        if type(span) is not FrameSpan:
+            break
+        spans.append(span)
+        start = span.end - base
+    return spans, start
+
+
+_PlainFrames = Callable[[bytes, int, int, int], tuple[list[FrameSpan], int]]
+_plain_frames: _PlainFrames
+try:
+    from .._zstdwalk import plain_frames as _plain_frames_in_c
+except ImportError:  # installed without a C compiler
+    _plain_frames = _plain_frames_in_python
+else:
+
+    def _plain_frames(
+        window: bytes, start: int, base: int, most: int
+    ) -> tuple[list[FrameSpan], int]:
+        return _plain_frames_in_c(window, start, base, most, FrameSpan)
+
+
+_RUN_FRAMES = 512  # frames one call of _plain_frames finds at most (a bound on its list)
 
 
 def _need(source: _Source, offset: int, length: int, where: str) -> bytes:

@@ -8,20 +8,24 @@ failed, interrupted by a real SIGINT) and stay within its memory budget.
 
 from __future__ import annotations
 
-import errno
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 import tracemalloc
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsh_store.errors import CorruptFrameError
 from dsh_store.jsonl import zstd_codec, zstd_frames
@@ -31,9 +35,8 @@ from dsh_store.jsonl.zstd_codec import (
     FrameEncoder,
     FramePlaintext,
     ZstdLogReader,
-    _ahead,
 )
-from dsh_store.jsonl.zstd_frames import FrameScanner, FrameSpan
+from dsh_store.jsonl.zstd_frames import FrameScanner, FrameSpan, _plain_frames_in_python
 from tests.conftest import REPO
 from tests.jsonl.zstd_helpers import HEADER, build_log, event_line, raw_frame
 
@@ -93,34 +96,55 @@ def _summary(scanner: FrameScanner) -> tuple[object, ...]:
     return (scanner.end, scanner.file_size, scanner.torn, scanner.zero_fill, scanner.defect)
 
 
+RUN_WALKERS: dict[str, Callable[[bytes, int, int, int], tuple[list[FrameSpan], int]]] = {
+    "python": zstd_frames._plain_frames_in_python
+}
+try:
+    from dsh_store._zstdwalk import plain_frames as _c_plain_frames
+except ImportError:  # an install without a C compiler: the Python walk alone
+    pass
+else:
+    RUN_WALKERS["c"] = lambda window, start, base, most: _c_plain_frames(
+        window, start, base, most, FrameSpan
+    )
+
+
+def _no_run(window: bytes, start: int, base: int, most: int) -> tuple[list[FrameSpan], int]:
+    return [], start
+
+
 def _walks(
     data: bytes,
     path: Path,
     monkeypatch: pytest.MonkeyPatch,
     windows: tuple[int, ...] = (7, 40, 150),
 ) -> None:
-    """The fast walk over bytes and over a file read through small windows (so frames
-    cross them and outgrow them) finds exactly what the precise walk finds."""
+    """The fast walk (a run of plain frames in C and in Python, then the fast path for one
+    frame) over bytes and over a file read through small windows (so frames cross them and
+    outgrow them) finds exactly what the precise walk finds."""
     with monkeypatch.context() as patch:
         patch.setattr(zstd_frames, "_plain_frame", lambda source, start: None)
+        patch.setattr(zstd_frames, "_plain_frames", _no_run)
         precise = FrameScanner(data)
         precise_spans = precise.scan()
     expected = [(span, data[span.offset : span.end]) for span in precise_spans]
-    fast = FrameScanner(data)
-    assert fast.scan() == precise_spans
-    assert _summary(fast) == _summary(precise)
     if windows:
         path.write_bytes(data)
-    for window in windows:
+    for name, walker in [("one frame at a time", _no_run), *RUN_WALKERS.items()]:
         with monkeypatch.context() as patch:
-            patch.setattr(zstd_frames, "_READ_WINDOW", window)
-            windowed = FrameScanner(path)
-            assert windowed.scan() == precise_spans, window
-            assert _summary(windowed) == _summary(precise), window
-            framed = FrameScanner(path)
-            views = [(span, bytes(view)) for span, view in framed.frames_with_bytes()]
-            assert views == expected, window
-            assert _summary(framed) == _summary(precise), window
+            patch.setattr(zstd_frames, "_plain_frames", walker)
+            fast = FrameScanner(data)
+            assert fast.scan() == precise_spans, name
+            assert _summary(fast) == _summary(precise), name
+            for window in windows:
+                patch.setattr(zstd_frames, "_READ_WINDOW", window)
+                windowed = FrameScanner(path)
+                assert windowed.scan() == precise_spans, (name, window)
+                assert _summary(windowed) == _summary(precise), (name, window)
+                framed = FrameScanner(path)
+                views = [(span, bytes(view)) for span, view in framed.frames_with_bytes()]
+                assert views == expected, (name, window)
+                assert _summary(framed) == _summary(precise), (name, window)
 
 
 def test_the_fast_walk_takes_plain_frames_without_the_precise_walk(
@@ -191,9 +215,16 @@ def _read(source: Path | bytes, read_ahead: bool) -> tuple[list[FramePlaintext],
     return frames, reader.outcome
 
 
+@pytest.mark.parametrize("walker", sorted(RUN_WALKERS))
 def test_a_defect_in_a_frame_the_worker_decodes_reports_as_without_it(
-    tmp_path: Path, big_log: tuple[bytes, list[tuple[int, int]]]
+    tmp_path: Path,
+    big_log: tuple[bytes, list[tuple[int, int]]],
+    monkeypatch: pytest.MonkeyPatch,
+    walker: str,
 ) -> None:
+    """With the walk in C and in Python, with and without the worker: the same frames, the
+    same error or outcome."""
+    monkeypatch.setattr(zstd_frames, "_plain_frames", RUN_WALKERS[walker])
     log, spans = big_log
     path = tmp_path / "session.jsonl.zstd"
     refused = 0
@@ -259,22 +290,37 @@ def test_an_error_in_the_caller_ends_the_worker(tmp_path: Path, long_log: bytes)
     assert _open_fds() == before
 
 
-def test_a_failure_in_the_worker_reaches_the_caller_after_the_frames_before_it() -> None:
-    """What the worker's decoding raises (an I/O error from a read) is raised in the
-    caller's thread once the frames decoded before it were yielded; the worker has ended."""
-    failure = OSError(errno.EIO, "Input/output error")
+def test_a_failure_in_the_worker_reaches_the_caller_after_the_frames_before_it(
+    monkeypatch: pytest.MonkeyPatch, big_log: tuple[bytes, list[tuple[int, int]]]
+) -> None:
+    """What the worker's decompression call raises (other than a zstd error, which sends
+    the batch to the frame-by-frame decoding) is raised in the caller's thread once the
+    frames of the batches before it were yielded; the worker has ended."""
+    import zstandard
 
-    def decoded() -> Generator[tuple[FramePlaintext, int], None, None]:
-        for index in range(1, 4):
-            yield FramePlaintext(index, index, index + 1, [b"{}"], False), 3
-        raise failure
+    failure = MemoryError("no room for the batch")
+    calls: list[int] = []
 
+    class FailingThird:
+        def multi_decompress_to_buffer(self, frames: list[bytes | bytearray | memoryview]) -> Any:
+            calls.append(len(frames))
+            if len(calls) == 3:
+                raise failure
+            return zstandard.ZstdDecompressor().multi_decompress_to_buffer(frames)
+
+    start_worker = zstd_codec._Worker.__init__
+    failing = SimpleNamespace(ZstdDecompressor=FailingThird, ZstdError=zstandard.ZstdError)
+    monkeypatch.setattr(
+        zstd_codec._Worker, "__init__", lambda worker, zstd: start_worker(worker, failing)
+    )
+    log, _ = big_log
     seen = []
-    with pytest.raises(OSError) as raised:
-        for frame in _ahead(decoded(), budget=4):
+    with pytest.raises(MemoryError) as raised:
+        for frame in ZstdLogReader(log).frames():
             seen.append(frame.frame)
     assert raised.value is failure
-    assert seen == [1, 2, 3]
+    assert len(calls) >= 3
+    assert seen == list(range(1 + calls[0] + calls[1]))  # the header, the first two batches
     assert _workers() == []
 
 
@@ -380,3 +426,163 @@ def test_reading_only_the_header_decodes_only_the_header_frame(
     assert decoded == [0]
     assert len(list(ZstdLogReader(log).frames())) == len(spans)
     assert sorted(set(decoded)) == [start for start, _ in spans]  # the spy saw every frame
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=40),
+            st.builds(
+                lambda size, byte: byte * size, st.integers(0, 3000), st.sampled_from([b"a", b"\r"])
+            ),
+        ).map(lambda line: line.replace(b"\n", b"")),
+        max_size=40,
+    )
+)
+def test_a_frames_lines_are_its_plaintext_split_at_each_newline(lines: list[bytes]) -> None:
+    """The line split of a frame (newlines found by ``find``, or by ``split`` for short
+    lines) gives exactly ``split``'s pieces, for any mix of short and long lines."""
+    plaintext = b"".join(line + b"\n" for line in lines)
+    assert zstd_codec._frame_lines(plaintext) == plaintext.split(b"\n")[:-1] == lines
+
+
+# -- the run walk in C against the one in Python, on hostile input ---------------------------
+
+_LOG, _ = build_log()
+_VARIANTS = [  # frames the walk must stop at or step over, spliced between real ones
+    raw_frame([b"x\n"], descriptor=0xE0, fields=(2).to_bytes(8, "little")),
+    raw_frame([b"x\n"], descriptor=0x60, fields=b"\x00\x00"),
+    raw_frame([b"x\n", b"y\n"], descriptor=0x00, fields=b"\x00"),
+    raw_frame([b"x\n"], descriptor=0x21, fields=b"\x07\x02"),  # dictionary id 7
+    b"\x50\x2a\x4d\x18" + (3).to_bytes(4, "little") + b"abc",  # skippable
+    b"\x28\xb5\x2f\xfd\x24\x05\x01\x00\x00\x61\x00\x00\x00\x00",  # an RLE block, checksum
+    raw_frame([b"x" * 40 + b"\n"], descriptor=0x20, fields=b"\x29"),  # no checksum
+    bytes(12),
+]
+
+
+@st.composite
+def hostile_windows(draw: st.DrawFn) -> tuple[bytes, int, int, int]:
+    """Real frames, spliced variants, flipped and random bytes, cut anywhere; a start
+    anywhere in (or at the end of) the result, any base, any bound on the run."""
+    parts = draw(
+        st.lists(
+            st.one_of(
+                st.just(_LOG),
+                st.sampled_from(_VARIANTS),
+                st.binary(max_size=64),
+                st.builds(lambda tail: b"\x28\xb5\x2f\xfd" + tail, st.binary(max_size=40)),
+            ),
+            min_size=1,
+            max_size=5,
+        )
+    )
+    data = bytearray(b"".join(parts))
+    for _ in range(draw(st.integers(0, 4))):
+        if data:
+            position = draw(st.integers(0, len(data) - 1))
+            data[position] ^= draw(st.integers(1, 255))
+    cut = max(0, len(data) - draw(st.integers(0, 6))) if draw(st.booleans()) else len(data)
+    cut = draw(st.integers(0, len(data))) if draw(st.booleans()) else cut
+    start = draw(st.integers(0, cut))
+    base = draw(st.sampled_from([0, 1, 4096, 1 << 40]))
+    most = draw(st.integers(-1, 8))
+    return bytes(data[:cut]), start, base, most
+
+
+@settings(max_examples=400)
+@given(hostile_windows())
+def test_the_c_run_walk_finds_what_the_python_run_walk_finds(
+    case: tuple[bytes, int, int, int],
+) -> None:
+    if "c" not in RUN_WALKERS:
+        pytest.skip("dsh_store._zstdwalk is not built here (no C compiler at install)")
+    window, start, base, most = case
+    assert RUN_WALKERS["c"](window, start, base, most) == _plain_frames_in_python(
+        window, start, base, most
+    )
+
+
+@settings(max_examples=400)
+@given(hostile_windows())
+def test_the_c_run_walk_never_reads_past_the_end_of_its_window(
+    case: tuple[bytes, int, int, int],
+) -> None:
+    """The window is a view into a longer buffer whose next bytes complete the frame the
+    window cuts off: a read past the window's end would accept that frame, which the walk
+    over the window alone must not."""
+    if "c" not in RUN_WALKERS:
+        pytest.skip("dsh_store._zstdwalk is not built here (no C compiler at install)")
+    window, start, base, most = case
+    whole = window + _LOG
+    for cut in range(max(start, len(window) - 5), len(window) + 1):
+        view = memoryview(whole)[:cut]
+        expected = _plain_frames_in_python(whole[:cut], start, base, most)
+        assert _c_plain_frames(view, start, base, most, FrameSpan) == expected
+
+
+def test_the_c_run_walk_agrees_at_every_cut_and_start_of_spliced_logs() -> None:
+    """Every variant between two logs, cut at every byte and walked from every byte before
+    the cut: the window view ends there inside a longer buffer, so a read past its end
+    would show as a disagreement."""
+    if "c" not in RUN_WALKERS:
+        pytest.skip("dsh_store._zstdwalk is not built here (no C compiler at install)")
+    for variant in _VARIANTS:
+        whole = _LOG + variant + _LOG
+        for cut in range(len(_LOG) - 60, len(_LOG) + len(variant) + 60):
+            window = memoryview(whole)[:cut]
+            for start in range(len(_LOG) - 60, cut + 1):
+                expected = _plain_frames_in_python(whole[:cut], start, 7, 4)
+                assert _c_plain_frames(window, start, 7, 4, FrameSpan) == expected, (cut, start)
+
+
+def test_the_c_run_walk_refuses_a_start_or_base_outside_its_window() -> None:
+    if "c" not in RUN_WALKERS:
+        pytest.skip("dsh_store._zstdwalk is not built here (no C compiler at install)")
+    for start, base in ((-1, 0), (len(_LOG) + 1, 0), (0, -1), (0, sys.maxsize)):
+        with pytest.raises(ValueError, match="start must lie in the window"):
+            _c_plain_frames(_LOG, start, base, 8, FrameSpan)
+    with pytest.raises(TypeError, match="span_type"):
+        _c_plain_frames(_LOG, 0, 0, 8, dict)  # type: ignore[type-var]
+    spans, stop = _c_plain_frames(_LOG, len(_LOG), 0, 8, FrameSpan)
+    assert (spans, stop) == ([], len(_LOG))
+
+
+def test_the_c_run_walk_is_built_where_a_c_compiler_is() -> None:
+    # As for the JSON type screen: a silent fallback to the slower walk on a machine with a
+    # compiler is a broken build, not a choice.
+    compiler = str(sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}) here: the Python walk is the one in use")
+    assert "c" in RUN_WALKERS, "dsh_store._zstdwalk was not built; run scripts/setup-venv"
+    assert zstd_frames._plain_frames is not zstd_frames._plain_frames_in_python
+
+
+LINE_SPLITTERS: dict[str, Callable[[bytes | memoryview], list[bytes] | None]] = {
+    "python": zstd_codec._whole_lines_in_python
+}
+try:
+    from dsh_store._zstdwalk import whole_lines as _c_whole_lines
+except ImportError:  # an install without a C compiler: the Python split alone
+    pass
+else:
+    LINE_SPLITTERS["c"] = _c_whole_lines
+
+
+@pytest.mark.parametrize("splitter", sorted(LINE_SPLITTERS))
+@given(
+    st.lists(st.binary(max_size=700).map(lambda line: line.replace(b"\n", b"")), max_size=30),
+    st.binary(max_size=8),
+)
+def test_a_frames_lines_are_split_in_place_as_split_does(
+    splitter: str, lines: list[bytes], tail: bytes
+) -> None:
+    """Whole lines (from bytes or from a view that ends inside a longer buffer) give
+    ``split``'s pieces; a plaintext that ends inside a line gives None."""
+    split = LINE_SPLITTERS[splitter]
+    plaintext = b"".join(line + b"\n" for line in lines)
+    assert split(plaintext) == lines
+    assert split(memoryview(plaintext + b"more\n")[: len(plaintext)]) == lines
+    if tail and not tail.endswith(b"\n"):
+        assert split(plaintext + tail) is None
+        assert split(memoryview(plaintext + tail + b"\n")[: len(plaintext) + len(tail)]) is None
