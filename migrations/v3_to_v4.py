@@ -170,6 +170,23 @@ class _V3ToV4Stage(RenumberingStage):
         self._last_time = event.get("time")
         return out
 
+    def take_plain(self, event_type: str, seq: int, time: int, data: dict[str, Any]) -> int | None:
+        """Take the plain row ``{type, seq, time, data}`` of a renumbered type
+        (:data:`._plain_chunks.RENUMBERED_TYPES`) that the earlier edges passed on as it
+        is, when :meth:`feed` would only renumber it (no interrupted ``turn/end`` due
+        before a ``turn/start``). Returns its v4 seq (its payload is passed on as it is),
+        or None with nothing changed, for :meth:`feed` to take it.
+        """
+        if seq != self._next_source_seq or (
+            event_type == "turn/start" and self._after_next_turn_splice
+        ):
+            return None
+        self._next_source_seq = seq + 1
+        self._track_lifecycle(event_type, data)
+        self._after_next_turn_splice = False
+        self._last_time = time
+        return self._take_target_seq()
+
     def finish(self) -> Iterable[Row]:
         self._check_cut()
         if self._children is None:
