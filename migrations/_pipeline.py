@@ -19,7 +19,7 @@ from typing import Any, Protocol, cast
 
 from . import CURRENT_VERSION, EDGES, EdgeStage, MigrationContext, Row
 from ._lenient import NoteStage
-from ._plain_chunks import RENUMBERED_TYPES
+from ._plain_chunks import FUSED_TYPES
 from .v0_to_v1 import V0ToV1Stage
 from .v0_vocabulary import EVENT_TYPES, PACKED_ROW_TYPES
 from .v1_to_v2 import V1ToV2Stage
@@ -88,7 +88,7 @@ def located_chain(
 
 
 class _PlainTaking(Protocol):
-    """The 2->3 and 3->4 stages: :meth:`feed`, and ``take_plain`` for a renumbered row."""
+    """The 2->3 and 3->4 stages: :meth:`feed`, and ``take_plain`` for a fused row."""
 
     def feed(self, event: Row) -> Iterable[Row]: ...
 
@@ -148,7 +148,7 @@ class EarlyStages:
 
     def feed_plain(self, event: Row, out: list[Row]) -> int | None:
         """The format-2 seq of ``event`` when it is a plain row of a renumbered type
-        (:data:`._plain_chunks.RENUMBERED_TYPES`) that both stages pass on as it is but for
+        (:data:`._plain_chunks.FUSED_TYPES`) that both stages pass on as it is but for
         that seq; otherwise None, with the rows :meth:`feed` returns appended to ``out``."""
         if not self._first.take_plain(event):
             out.extend(self.feed(event))
@@ -207,7 +207,7 @@ def _fused(
     feed2, feed3, feed4 = early.feed, third.feed, fourth.feed
     plain2, plain3, plain4 = early.feed_plain, third.take_plain, fourth.take_plain
     for event in events:
-        if event.get("type") not in RENUMBERED_TYPES:
+        if event.get("type") not in FUSED_TYPES:
             for row2 in feed2(event):
                 for row3 in feed3(row2):
                     yield from feed4(row3)

@@ -15,7 +15,7 @@ from typing import Any
 from . import Row
 from .v0_vocabulary import MAX_SAFE_INTEGER
 
-__all__ = ["PLAIN_ROW_KEYS", "RENUMBERED_TYPES", "PlainChunk", "plain_chunk"]
+__all__ = ["FUSED_TYPES", "PLAIN_ROW_KEYS", "RENUMBERED_TYPES", "PlainChunk", "plain_chunk"]
 
 PLAIN_ROW_KEYS = frozenset({"type", "seq", "time", "data"})
 """The envelope keys of an ordinary event row (no ``ignorable``, no surface keys)."""
@@ -31,6 +31,13 @@ normalize (a ``turn/start`` with ``trigger`` has other keys), no message, no ref
 no rename. Along the way such a row only gets new seqs, and each edge only notes the turn
 or step it opens or closes; the fused path of :mod:`._pipeline` takes it so, one edge
 method each, when the edges' state allows (see their ``take_plain``)."""
+
+FUSED_TYPES = RENUMBERED_TYPES | {"request/header"}
+"""The renumbered types and ``request/header``, whose plain row the fused path also takes:
+0->1 and 1->2 pass it on as it is (no ``messagePrefix``, reason not ``fallback``), 2->3
+rewrites its payload in place (the system prompt, an empty ``tools`` and
+``adapterDefaults`` leave it) when its prompt is the current one, and 3->4 passes it on
+(no ``deferLoading`` tool)."""
 
 PlainChunk = tuple[int, int, int, int, dict[str, Any]]
 """``(seq, time, turn, step, chunk)`` of an ordinary chunk row."""

@@ -226,7 +226,7 @@ class V1ToV2Stage(EarlyStage):
         self._event(event, out)
 
     def take_plain(self, event: Row) -> int | None:
-        """Take a plain row of a renumbered type (:data:`._plain_chunks.RENUMBERED_TYPES`)
+        """Take a plain row of a fused type (:data:`._plain_chunks.FUSED_TYPES`)
         that the 0->1 edge has just admitted, when it settles nothing: no attempt pending,
         no event held, no seed marker due, no turn to close first. Returns its format-2 seq
         (the event itself is unchanged but for that seq), or None with nothing changed, for

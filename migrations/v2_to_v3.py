@@ -175,12 +175,13 @@ class _V2ToV3Stage(RenumberingStage):
         return out
 
     def take_plain(self, event_type: str, seq: int, time: int, data: dict[str, Any]) -> int | None:
-        """Take the plain row ``{type, seq, time, data}`` of a renumbered type
-        (:data:`._plain_chunks.RENUMBERED_TYPES`) that the early edges admitted, when
-        :meth:`feed` would only renumber it: the audit's payload keys hold, the faithful
-        chain runs, and no system head is due after a ``step/start``. Returns its format-3
-        seq (its payload is passed on as it is), or None with nothing changed, for
-        :meth:`feed` to take it.
+        """Take the plain row ``{type, seq, time, data}`` of a fused type
+        (:data:`._plain_chunks.FUSED_TYPES`) that the early edges admitted, when
+        :meth:`feed` would only renumber it (and rewrite a request header): the audit's
+        payload keys hold, the faithful chain runs over owned rows, no system head is due
+        after a ``step/start`` and a ``request/header``'s prompt is the current one.
+        Returns its format-3 seq (its payload is passed on, a request header's rewritten
+        in place), or None with nothing changed, for :meth:`feed` to take it.
         """
         if (
             self._lenient is not None
@@ -188,7 +189,16 @@ class _V2ToV3Stage(RenumberingStage):
             or not has_exact_members(event_type, data)
         ):
             return None
-        if event_type == "step/start":
+        if event_type == "request/header":
+            header = data["header"]
+            if (
+                self._copy_payloads
+                or type(header) is not dict
+                or header.get("system", "") != self._prompt
+            ):
+                return None
+            self._rewrite_payload(event_type, data, seq)
+        elif event_type == "step/start":
             if self._head_seq is None:
                 return None
             self._open_step = (data["turn"], data["step"])

@@ -36,7 +36,7 @@ from dsh_store.migrate import migrate_file
 from dsh_store.migrations import EDGES, MigrationContext, chain
 from dsh_store.migrations._lenient import LenientLog
 from dsh_store.migrations._pipeline import located_chain
-from dsh_store.migrations._plain_chunks import RENUMBERED_TYPES
+from dsh_store.migrations._plain_chunks import FUSED_TYPES
 from dsh_store.migrations.packed import expand_packed_row, is_packed_row
 from dsh_store.model import SessionEvent
 from dsh_store.restore import examine, read_log
@@ -480,6 +480,11 @@ _ROW_DAMAGE = st.sampled_from(
         "data-key",
         "ignorable",
         "trigger",
+        "header-fallback",
+        "header-prefix",
+        "header-defer",
+        "header-system",
+        "header-adapter",
     ]
 )
 
@@ -488,7 +493,8 @@ def _damage(rows: list[Row], damage: str, pick: int) -> None:
     """Damage one row of ``rows`` in place (a packed-row damage hits a packed row, a
     value damage a renumbered row; none there: nothing changes)."""
     packed = [row for row in rows if is_packed_row(row)]
-    plain = [row for row in rows if row["type"] in RENUMBERED_TYPES]
+    plain = [row for row in rows if row["type"] in FUSED_TYPES]
+    headers = [row for row in rows if row["type"] == "request/header"]
     if damage in ("seq-gap", "seq-repeat"):
         row = rows[pick % len(rows)]
         key = "seq0" if is_packed_row(row) else "seq"
@@ -503,7 +509,19 @@ def _damage(rows: list[Row], damage: str, pick: int) -> None:
             data["dt"][middle - 1 if middle else 0] = 1.5
         elif damage == "packed-time" and data["dt"]:
             data["dt"][middle - 1 if middle else 0] = -(10**9)
-    elif plain and not damage.startswith("packed-") and damage != "none":
+    elif damage.startswith("header-") and headers:
+        data = headers[pick % len(headers)]["data"]
+        if damage == "header-fallback":
+            data["reason"] = "fallback"
+        elif damage == "header-prefix":
+            data["header"]["messagePrefix"] = []
+        elif damage == "header-defer":
+            data["header"]["tools"] = [{"name": "read", "deferLoading": True}]
+        elif damage == "header-system":
+            data["header"]["system"] = 5
+        elif damage == "header-adapter":
+            data["header"]["adapterDefaults"] = {}
+    elif plain and not damage.startswith(("packed-", "header-")) and damage != "none":
         row = plain[pick % len(plain)]
         if damage == "turn-text":
             row["data"]["turn"] = "1"
@@ -534,10 +552,11 @@ def test_adversarial_chunk_runs_read_as_the_reference(
     assert_same(early_header(), rows, lenient=lenient)
 
 
-def test_fused_path_takes_the_renumbered_rows_of_a_plain_log() -> None:
+def test_fused_path_takes_the_plain_rows_of_a_plain_log() -> None:
     """Not a vacuous comparison: on a log of claimed attempts the 3->4 stage's ``feed``
     sees only what the fused path leaves to it: the first ``step/start`` (the system head
-    follows it), the head, the message and the ``turn/end``."""
+    follows it), the head, the first ``request/header`` (its prompt replaces the head)
+    and that replacement, the message and the ``turn/end``."""
     late_stage = type(EDGES[3].stage(early_header(version=3), MigrationContext()))
     fed: list[str] = []
     original = late_stage.feed
@@ -553,6 +572,7 @@ def test_fused_path_takes_the_renumbered_rows_of_a_plain_log() -> None:
             {"type": "turn/start", "data": {"turn": 1}},
             {"type": "step/start", "data": {"turn": 1, "step": 1}},
             {"type": "request/context", "data": {"provider": "p", "model": "m"}},
+            _aside("request/header", 1, 1, "be brief") or {},
             packed,
             {
                 "type": "assistant/message",
@@ -563,6 +583,7 @@ def test_fused_path_takes_the_renumbered_rows_of_a_plain_log() -> None:
             _tool_call(1, 1),
             {"type": "step/end", "data": {"turn": 1, "step": 1}},
             {"type": "step/start", "data": {"turn": 1, "step": 2}},
+            _aside("request/header", 1, 2, "be brief") or {},
             {"type": "step/end", "data": {"turn": 1, "step": 2}},
             {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}},
         ]
@@ -570,8 +591,15 @@ def test_fused_path_takes_the_renumbered_rows_of_a_plain_log() -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(late_stage, "feed", recording)
         upgraded, refusal = read_path(early_header(), rows)
-    assert refusal is None and len(upgraded) == 10
-    assert fed == ["step/start", "system/message", "assistant/message", "turn/end"]
+    assert refusal is None and len(upgraded) == 13
+    assert fed == [
+        "step/start",
+        "system/message",
+        "system/message",
+        "request/header",
+        "assistant/message",
+        "turn/end",
+    ]
     assert_same(early_header(), rows)
 
 
@@ -595,10 +623,15 @@ def _file_log(case: str) -> tuple[list[Row], bytes]:
         _run_item("packed-tool", 1, 1, 1, 3),
         _run_item("text", 1, 1, 0, 1),
         {"type": "step/end", "data": {"turn": 1, "step": 1}},
+        {"type": "step/start", "data": {"turn": 1, "step": 2}},
+        # The same prompt as the head's: this request header takes the fused path.
+        _aside("request/header", 1, 2, "") or {},
+        {"type": "step/end", "data": {"turn": 1, "step": 2}},
         {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}},
     ]
     rows = _numbered(items)
     tail = b""
+    header = rows[8]["data"]
     if case == "bad-member-mid-row":
         rows[4]["data"]["args"][1] = None
     elif case == "bad-gap-mid-row":
@@ -609,6 +642,12 @@ def _file_log(case: str) -> tuple[list[Row], bytes]:
         rows[3]["seq"] += 1
     elif case == "bad-renumbered-value":
         rows[3]["data"]["turn"] = "1"
+    elif case == "defer-loading-tool":
+        header["header"]["tools"] = [{"name": "read", "deferLoading": True}]
+    elif case == "fallback-header":
+        header["reason"] = "fallback"
+    elif case == "message-prefix-header":
+        header["header"]["messagePrefix"] = [{"role": "user"}]
     elif case == "torn-packed-tail":
         torn = _numbered([*items, _run_item("packed-text", 1, 1, 0, 5)])[-1]
         tail = orjson.dumps(torn)[:-9]
@@ -624,6 +663,9 @@ def _file_log(case: str) -> tuple[list[Row], bytes]:
         "unsafe-time-mid-row",
         "seq-gap-after-row",
         "bad-renumbered-value",
+        "defer-loading-tool",
+        "fallback-header",
+        "message-prefix-header",
         "torn-packed-tail",
     ],
 )
