@@ -15,10 +15,11 @@ exactly those of :func:`chain`; only the per-event overhead differs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from . import CURRENT_VERSION, EDGES, EdgeStage, MigrationContext, Row
 from ._lenient import NoteStage
+from ._plain_chunks import FUSED_TYPES
 from .v0_to_v1 import V0ToV1Stage
 from .v0_vocabulary import EVENT_TYPES, PACKED_ROW_TYPES
 from .v1_to_v2 import V1ToV2Stage
@@ -78,7 +79,24 @@ def located_chain(
     if context.lenient is not None and stages:
         locating = cast("list[_LocatingStage]", list(stages))
         stages.append(NoteStage(context.lenient, locating, source_header["version"], source_header))
+    elif len(stages) == 3 and type(stages[0]) is EarlyStages:
+        # The faithful chain from format 0: plain rows of the renumbered types take the
+        # fused path (the edges' lenient framing would need the full path for every row).
+        late = cast("list[_PlainTaking]", stages[1:])
+        return header, _fused(stages[0], late[0], late[1], events), SourceSeqs(stages)
     return header, drive(stages, events), SourceSeqs(stages)
+
+
+class _PlainTaking(Protocol):
+    """The 2->3 and 3->4 stages: :meth:`feed`, and ``take_plain`` for a fused row."""
+
+    def feed(self, event: Row) -> Iterable[Row]: ...
+
+    def finish(self) -> Iterable[Row]: ...
+
+    def take_plain(
+        self, event_type: str, seq: int, time: int, data: dict[str, Any]
+    ) -> int | None: ...
 
 
 class EarlyStages:
@@ -128,6 +146,19 @@ class EarlyStages:
             out.extend(self._second.feed(row))
         return out
 
+    def feed_plain(self, event: Row, out: list[Row]) -> int | None:
+        """The format-2 seq of ``event`` when it is a plain row of a renumbered type
+        (:data:`._plain_chunks.FUSED_TYPES`) that both stages pass on as it is but for
+        that seq; otherwise None, with the rows :meth:`feed` returns appended to ``out``."""
+        if not self._first.take_plain(event):
+            out.extend(self.feed(event))
+            return None
+        target = self._second.take_plain(event)
+        if target is None:
+            # 0->1 has counted the row and would pass it on unchanged: 1->2 takes it whole.
+            self._second.feed_normalized(event, out)
+        return target
+
     def finish(self) -> list[Row]:
         """Finish 0->1 (its tail goes through 1->2), then 1->2."""
         out: list[Row] = []
@@ -163,6 +194,48 @@ def _three(
     for row2 in second.finish():
         yield from feed3(row2)
     yield from third.finish()
+
+
+def _fused(
+    early: EarlyStages, third: _PlainTaking, fourth: _PlainTaking, events: Iterable[Row]
+) -> Iterator[Row]:
+    """:func:`_three` over the stages from format 0, with the fused path for plain rows of
+    the renumbered types: each edge's ``take_plain`` does what its ``feed`` would (count
+    the seq, note the turn or step, hand out the next seq) without building the row, and
+    the v4 row is built once. A stage that cannot say so (its ``take_plain`` returns None)
+    gets the row from there on through ``feed``, as in :func:`_three`."""
+    feed2, feed3, feed4 = early.feed, third.feed, fourth.feed
+    plain2, plain3, plain4 = early.feed_plain, third.take_plain, fourth.take_plain
+    for event in events:
+        if event.get("type") not in FUSED_TYPES:
+            for row2 in feed2(event):
+                for row3 in feed3(row2):
+                    yield from feed4(row3)
+            continue
+        out: list[Row] = []
+        seq2 = plain2(event, out)
+        if seq2 is None:
+            for row2 in out:
+                for row3 in feed3(row2):
+                    yield from feed4(row3)
+            continue
+        kind, time, data = event["type"], event["time"], event["data"]
+        seq3 = plain3(kind, seq2, time, data)
+        if seq3 is None:
+            for row3 in feed3({"type": kind, "seq": seq2, "time": time, "data": data}):
+                yield from feed4(row3)
+            continue
+        seq4 = plain4(kind, seq3, time, data)
+        if seq4 is None:
+            yield from feed4({"type": kind, "seq": seq3, "time": time, "data": data})
+        else:
+            yield {"type": kind, "seq": seq4, "time": time, "data": data}
+    for row2 in early.finish():
+        for row3 in feed3(row2):
+            yield from feed4(row3)
+    for row3 in third.finish():
+        yield from feed4(row3)
+    yield from fourth.finish()
 
 
 def _layered(stages: Sequence[EdgeStage], events: Iterable[Row]) -> Iterator[Row]:

@@ -15,12 +15,29 @@ from typing import Any
 from . import Row
 from .v0_vocabulary import MAX_SAFE_INTEGER
 
-__all__ = ["PLAIN_ROW_KEYS", "PlainChunk", "plain_chunk"]
+__all__ = ["FUSED_TYPES", "PLAIN_ROW_KEYS", "RENUMBERED_TYPES", "PlainChunk", "plain_chunk"]
 
 PLAIN_ROW_KEYS = frozenset({"type", "seq", "time", "data"})
 """The envelope keys of an ordinary event row (no ``ignorable``, no surface keys)."""
 
 _CHUNK_DATA_KEYS = frozenset({"turn", "step", "chunk"})
+
+RENUMBERED_TYPES = frozenset(
+    {"turn/start", "step/start", "step/end", "request/context", "tool/call"}
+)
+"""Event types whose plain row (``{type, seq, time, data}``, exact payload keys) every edge
+from format 0 to format 4 passes on with its payload untouched: no legacy shape to
+normalize (a ``turn/start`` with ``trigger`` has other keys), no message, no reference,
+no rename. Along the way such a row only gets new seqs, and each edge only notes the turn
+or step it opens or closes; the fused path of :mod:`._pipeline` takes it so, one edge
+method each, when the edges' state allows (see their ``take_plain``)."""
+
+FUSED_TYPES = RENUMBERED_TYPES | {"request/header"}
+"""The renumbered types and ``request/header``, whose plain row the fused path also takes:
+0->1 and 1->2 pass it on as it is (no ``messagePrefix``, reason not ``fallback``), 2->3
+rewrites its payload in place (the system prompt, an empty ``tools`` and
+``adapterDefaults`` leave it) when its prompt is the current one, and 3->4 passes it on
+(no ``deferLoading`` tool)."""
 
 PlainChunk = tuple[int, int, int, int, dict[str, Any]]
 """``(seq, time, turn, step, chunk)`` of an ordinary chunk row."""

@@ -19,6 +19,7 @@ __all__ = [
     "V2_EVENT_TYPES",
     "AuditFailure",
     "audit_v2_event",
+    "has_exact_members",
     "iter_message_slots",
 ]
 
@@ -169,6 +170,12 @@ def audit_v2_event(event: dict[str, Any]) -> None:
         _audit_message(message, slot)
     for slot, content in _iter_other_content(event_type, data):
         _audit_content(content, slot)
+
+
+def has_exact_members(event_type: str, data: dict[str, Any]) -> bool:
+    """True when ``data`` holds every required and only allowed payload member of
+    ``event_type``, a type of :data:`PAYLOAD_MEMBERS` (what :func:`audit_v2_event` checks)."""
+    return PAYLOAD_MEMBERS[event_type][0] <= data.keys() <= _ALLOWED_MEMBERS[event_type]
 
 
 def _audit_envelope(event: dict[str, Any], event_type: str) -> None:

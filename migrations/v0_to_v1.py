@@ -72,7 +72,7 @@ from ._early_rows import (
     check_source_version,
 )
 from ._lenient import is_carried_unknown, unknown_change
-from ._plain_chunks import PLAIN_ROW_KEYS, PlainChunk, plain_chunk
+from ._plain_chunks import FUSED_TYPES, PLAIN_ROW_KEYS, PlainChunk, plain_chunk
 from .packed import check_packed_row, is_packed_row
 from .v0_vocabulary import (
     EVENT_TYPES,
@@ -187,6 +187,39 @@ class V0ToV1Stage(EarlyStage):
         if fields is not None:
             self._next_seq += 1
         return fields
+
+    def take_plain(self, event: Row) -> bool:
+        """Count ``event`` and return True when it is a plain row of a fused type
+        (:data:`._plain_chunks.FUSED_TYPES`) that :meth:`feed` would pass on unchanged.
+
+        For a driver that hands such rows straight on: every rule of :meth:`_normalize`
+        holds for it and none changes it. Returns False (and counts nothing) for any other
+        row, which :meth:`feed` then judges.
+        """
+        event_type = event.get("type")
+        if event_type not in FUSED_TYPES or event.keys() != PLAIN_ROW_KEYS:
+            return False
+        seq, time, data = event["seq"], event["time"], event["data"]
+        if not (
+            type(seq) is int
+            and seq == self._next_seq
+            and seq <= MAX_SAFE_INTEGER
+            and type(time) is int
+            and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+            and type(data) is dict
+            and payload_problem(event_type, data) is None
+        ):
+            return False
+        if event_type == "request/header":
+            header = data["header"]
+            if data["reason"] == "fallback" or (
+                isinstance(header, dict) and "messagePrefix" in header
+            ):
+                return False
+        self._next_seq = seq + 1
+        if event_type == "turn/start":
+            self._retry_ids.clear()
+        return True
 
     def finish(self) -> Iterable[Row]:
         """Nothing is ever held back; only check that the inherited cut lies in the log."""

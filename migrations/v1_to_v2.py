@@ -225,6 +225,37 @@ class V1ToV2Stage(EarlyStage):
         self._admit_seq(event)
         self._event(event, out)
 
+    def take_plain(self, event: Row) -> int | None:
+        """Take a plain row of a fused type (:data:`._plain_chunks.FUSED_TYPES`)
+        that the 0->1 edge has just admitted, when it settles nothing: no attempt pending,
+        no event held, no seed marker due, no turn to close first. Returns its format-2 seq
+        (the event itself is unchanged but for that seq), or None with nothing changed, for
+        :meth:`feed_normalized` to take it.
+        """
+        if self._pending is not None or self._held or self._lenient is not None:
+            return None
+        seq = event["seq"]
+        cut = self._cut
+        if seq != self._next_source or (not self._marker_done and cut is not None and seq >= cut):
+            return None
+        event_type = event["type"]
+        if event_type == "turn/start":
+            if self._open_turn is not None:
+                return None
+            self._open_turn = event["data"]["turn"]
+            self._open_step = None
+        elif event_type == "step/start":
+            self._open_step = event["data"]["step"]
+        elif event_type == "step/end":
+            self._open_step = None
+        self._next_source = seq + 1
+        self._after_restart_splice = False
+        target = self._next_target
+        self._map.record(seq, target)
+        self._next_target = target + 1
+        self._last_time = event["time"]
+        return target
+
     def finish(self) -> Iterable[Row]:
         """Settle a pending attempt and place a seed marker still owed; return the rest."""
         out: list[Row] = []

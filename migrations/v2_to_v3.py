@@ -39,6 +39,7 @@ from ._v2_audit import (
     V2_EVENT_TYPES,
     AuditFailure,
     audit_v2_event,
+    has_exact_members,
     iter_message_slots,
 )
 
@@ -172,6 +173,45 @@ class _V2ToV3Stage(RenumberingStage):
             self._open_step = self._open_turn = self._synthesized_turn = None
         self._last_time = event.get("time", self._last_time)
         return out
+
+    def take_plain(self, event_type: str, seq: int, time: int, data: dict[str, Any]) -> int | None:
+        """Take the plain row ``{type, seq, time, data}`` of a fused type
+        (:data:`._plain_chunks.FUSED_TYPES`) that the early edges admitted, when
+        :meth:`feed` would only renumber it (and rewrite a request header): the audit's
+        payload keys hold, the faithful chain runs over owned rows, no system head is due
+        after a ``step/start`` and a ``request/header``'s prompt is the current one.
+        Returns its format-3 seq (its payload is passed on, a request header's rewritten
+        in place), or None with nothing changed, for :meth:`feed` to take it.
+        """
+        if (
+            self._lenient is not None
+            or seq != self._next_source_seq
+            or not has_exact_members(event_type, data)
+        ):
+            return None
+        if event_type == "request/header":
+            header = data["header"]
+            if (
+                self._copy_payloads
+                or type(header) is not dict
+                or header.get("system", "") != self._prompt
+            ):
+                return None
+            self._rewrite_payload(event_type, data, seq)
+        elif event_type == "step/start":
+            if self._head_seq is None:
+                return None
+            self._open_step = (data["turn"], data["step"])
+            self._last_step = data["step"]
+            self._bare_synthesized_turn = False
+        elif event_type == "step/end":
+            self._open_step = None
+        elif event_type == "turn/start":
+            self._open_turn, self._last_step = data["turn"], 0
+            self._last_turn = self._open_turn
+        self._next_source_seq = seq + 1
+        self._last_time = time
+        return self._take_target_seq()
 
     def finish(self) -> Iterable[Row]:
         self._check_cut()

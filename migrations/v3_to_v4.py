@@ -170,6 +170,26 @@ class _V3ToV4Stage(RenumberingStage):
         self._last_time = event.get("time")
         return out
 
+    def take_plain(self, event_type: str, seq: int, time: int, data: dict[str, Any]) -> int | None:
+        """Take the plain row ``{type, seq, time, data}`` of a fused type
+        (:data:`._plain_chunks.FUSED_TYPES`) that the earlier edges passed on, when
+        :meth:`feed` would only renumber it: no interrupted ``turn/end`` due before a
+        ``turn/start``, no ``deferLoading`` tool in a ``request/header``. Returns its v4
+        seq (its payload is passed on as it is), or None with nothing changed, for
+        :meth:`feed` to take it.
+        """
+        if seq != self._next_source_seq or (
+            event_type == "turn/start" and self._after_next_turn_splice
+        ):
+            return None
+        if event_type == "request/header" and _defers_loading(data):
+            return None
+        self._next_source_seq = seq + 1
+        self._track_lifecycle(event_type, data)
+        self._after_next_turn_splice = False
+        self._last_time = time
+        return self._take_target_seq()
+
     def finish(self) -> Iterable[Row]:
         self._check_cut()
         if self._children is None:
@@ -374,6 +394,16 @@ class _V3ToV4Stage(RenumberingStage):
             else:
                 remapped[key] = item
         return remapped
+
+
+def _defers_loading(data: dict[str, Any]) -> bool:
+    """True when a request header lists a tool carrying ``deferLoading`` (which
+    :meth:`_V3ToV4Stage._refuse_defer_loading` refuses)."""
+    header = data.get("header")
+    tools = header.get("tools") if isinstance(header, dict) else None
+    return isinstance(tools, list) and any(
+        isinstance(tool, dict) and "deferLoading" in tool for tool in tools
+    )
 
 
 EDGE = V3ToV4Edge()
