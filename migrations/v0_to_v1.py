@@ -156,21 +156,26 @@ class V0ToV1Stage(EarlyStage):
         # removed type, an envelope member or a payload change cannot apply to it); one
         # combined test admits it, anything else takes the full path and its refusals.
         if event.get("type") == "assistant/chunk" and event.keys() == PLAIN_ROW_KEYS:
-            seq, time, data = event["seq"], event["time"], event["data"]
-            if (
-                type(seq) is int
-                and seq == self._next_seq
-                and seq <= MAX_SAFE_INTEGER
-                and type(time) is int
-                and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
-                and type(data) is dict
-                and data.keys() == CHUNK_DATA_KEYS
-            ):
-                self._next_seq = seq + 1
+            data = event["data"]
+            if self._continues(event) and data.keys() == CHUNK_DATA_KEYS:
+                self._next_seq += 1
                 return [dict(event)]
         if is_packed_row(event):
             return [self._pass_packed(event)]
         return [self._normalize(event)]
+
+    def _continues(self, event: Row) -> bool:
+        """Whether a row of the plain envelope (:data:`PLAIN_ROW_KEYS`) continues the log:
+        its seq is the next one, seq and time are safe integers and its data is an object."""
+        seq, time = event["seq"], event["time"]
+        return (
+            type(seq) is int
+            and seq == self._next_seq
+            and seq <= MAX_SAFE_INTEGER
+            and type(time) is int
+            and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+            and type(event["data"]) is dict
+        )
 
     def normalize(self, event: Row) -> Row:
         """What :meth:`feed` returns for a row that is neither an ``assistant/chunk`` nor a
@@ -199,16 +204,8 @@ class V0ToV1Stage(EarlyStage):
         event_type = event.get("type")
         if event_type not in FUSED_TYPES or event.keys() != PLAIN_ROW_KEYS:
             return False
-        seq, time, data = event["seq"], event["time"], event["data"]
-        if not (
-            type(seq) is int
-            and seq == self._next_seq
-            and seq <= MAX_SAFE_INTEGER
-            and type(time) is int
-            and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
-            and type(data) is dict
-            and payload_problem(event_type, data) is None
-        ):
+        data = event["data"]
+        if not (self._continues(event) and payload_problem(event_type, data) is None):
             return False
         if event_type == "request/header":
             header = data["header"]
@@ -216,7 +213,7 @@ class V0ToV1Stage(EarlyStage):
                 isinstance(header, dict) and "messagePrefix" in header
             ):
                 return False
-        self._next_seq = seq + 1
+        self._next_seq += 1
         if event_type == "turn/start":
             self._retry_ids.clear()
         return True

@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..errors import CorruptFrameError, ZstdUnavailableError
+from .lines import split_lines
 from .zstd_frames import (
     BLOCK_SIZE_MAX,
     MAGIC,
@@ -588,7 +589,9 @@ def _whole_lines_in_python(plaintext: bytes | memoryview) -> list[bytes] | None:
         plaintext = bytes(plaintext)
     if plaintext and not plaintext.endswith(b"\n"):
         return None
-    return _frame_lines(plaintext)
+    lines = split_lines(plaintext)
+    lines.pop()  # the empty piece after the final newline (or of an empty plaintext)
+    return lines
 
 
 _whole_lines: Callable[[bytes | memoryview], list[bytes] | None]
@@ -596,36 +599,6 @@ try:
     from .._zstdwalk import whole_lines as _whole_lines
 except ImportError:  # installed without a C compiler
     _whole_lines = _whole_lines_in_python
-
-
-def _frame_lines(plaintext: bytes) -> list[bytes]:
-    """The lines of a frame's plaintext (whole lines: it is empty or ends in ``\\n``),
-    without their ``\\n``.
-
-    The newlines are found by ``find`` (``memchr``), not ``split``, whose byte-by-byte loop
-    costs about 5 instructions a byte (for a 5 KB event row, more than parsing its JSON takes
-    beyond that); a frame of short lines (a format-0 chunk stream) is left to ``split``,
-    which is cheaper there than a Python step per line.
-    """
-    find = plaintext.find
-    lines: list[bytes] = []
-    append = lines.append
-    start = 0
-    end = find(b"\n")
-    while end >= 0:
-        append(plaintext[start:end])
-        start = end + 1
-        if len(lines) == _SHORT_LINES_PROBE and start < _SHORT_LINES_PROBE * _SHORT_LINE:
-            rest = plaintext[start:].split(b"\n")
-            rest.pop()  # the empty piece after the final newline
-            lines += rest
-            return lines
-        end = find(b"\n", start)
-    return lines
-
-
-_SHORT_LINES_PROBE = 8
-_SHORT_LINE = 512  # bytes: below this average, split's byte loop beats a step per line
 
 
 def _size_defect(span: FrameSpan) -> FrameDefect:

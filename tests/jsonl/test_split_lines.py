@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_store.jsonl.scan import split_lines
+from dsh_store.jsonl.lines import split_lines
 
 # Lines of every length around the split's short-line probe (8 lines within 4 KB),
 # empty lines, CRs and a final unterminated piece.

@@ -443,7 +443,7 @@ def test_a_frames_lines_are_its_plaintext_split_at_each_newline(lines: list[byte
     """The line split of a frame (newlines found by ``find``, or by ``split`` for short
     lines) gives exactly ``split``'s pieces, for any mix of short and long lines."""
     plaintext = b"".join(line + b"\n" for line in lines)
-    assert zstd_codec._frame_lines(plaintext) == plaintext.split(b"\n")[:-1] == lines
+    assert zstd_codec._whole_lines_in_python(plaintext) == plaintext.split(b"\n")[:-1] == lines
 
 
 # -- the run walk in C against the one in Python, on hostile input ---------------------------
