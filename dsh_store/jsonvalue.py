@@ -159,13 +159,15 @@ def encode(
         check_json(value, event_type=event_type, path=path)
         # Unreachable while both paths agree (the equivalence tests pin it); should they
         # ever differ, the value is written by the plain strict encoder.
-        return orjson.dumps(
-            value,
-            option=_SLOW_OPTIONS_NEWLINE if newline else orjson.OPT_STRICT_INTEGER,
+        return _own_copy(
+            orjson.dumps(
+                value,
+                option=_SLOW_OPTIONS_NEWLINE if newline else orjson.OPT_STRICT_INTEGER,
+            )
         )
     if not _screen_accepts(value):
         check_json(value, event_type=event_type, path=path)
-    return memoryview(encoded).tobytes()
+    return _own_copy(encoded)
 
 
 def encode_framed(
@@ -180,7 +182,8 @@ def encode_framed(
     exact ``str``, ``int`` or ``bool`` (or dicts and lists of those): only ``inner`` is
     type-screened after the encoder accepted the whole (an event envelope and its data).
 
-    Refuses, names and writes exactly as :func:`encode` of ``frame`` does.
+    Refuses, names and writes exactly as :func:`encode` of ``frame`` does, and like it
+    returns bytes of their own size.
     """
     try:
         encoded = orjson.dumps(
@@ -192,7 +195,7 @@ def encode_framed(
         pass
     else:
         if _screen_accepts(inner):
-            return encoded
+            return _own_copy(encoded)
     return encode(frame, event_type=event_type, path=path, newline=newline)
 
 
@@ -225,14 +228,8 @@ def encode_row(
         except orjson.JSONEncodeError:
             pass  # a lone surrogate in a str: the lossless encoder below names it
     else:
-        try:
-            encoded = _dumps(frame, default=_refuse_default, option=_OPTIONS_NEWLINE)
-        except orjson.JSONEncodeError:
-            pass
-        else:
-            if _screen_accepts(inner):
-                return _own_copy(encoded)
-    return _own_copy(encode(frame, event_type=event_type, path=path, newline=True))
+        return encode_framed(frame, inner, event_type=event_type, path=path, newline=True)
+    return encode(frame, event_type=event_type, path=path, newline=True)
 
 
 def _own_copy(encoded: bytes) -> bytes:

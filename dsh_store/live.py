@@ -168,20 +168,10 @@ class _LiveViews:
     _reopen: str  # how to open the session again, named in the errors below
 
     def _require_open(self) -> None:
-        handle = self._handle
-        writer = handle.writer
-        # The usual answer in one expression (this runs on every append and flush); any
-        # doubt goes through the checks below, which raise the precise error.
-        if (
-            _this_pid[0] == handle.owner_pid
-            and not self._closed
-            and (writer is None or writer.broken_cause is None)
-        ):
-            return
-        handle.require_unforked()
+        self._handle.require_unforked()
         if self._closed:
             raise ValueError(f"session {self.id!r} is closed; reopen it with {self._reopen}")
-        handle.require_usable()
+        self._handle.require_usable()
 
     def _require_accepting(self) -> None:
         if self._closing:
@@ -196,8 +186,7 @@ class _LiveViews:
         ignorable: bool,
     ) -> SessionEvent:
         """Commit one event to the session and queue it (the order lock is held, room made)."""
-        if self._closing:
-            self._require_accepting()
+        self._require_accepting()
         event = self._handle.session.append(
             type,
             data,

@@ -293,17 +293,7 @@ class SessionEvent(_EventSlots):
     canonical JSONL row (with its trailing newline), encoded once.
     """
 
-    __slots__ = ()
-
-    type: str
-    seq: int
-    time: int
-    ignorable: bool
-    surface_op: SurfaceOp | None
-    source_event_seqs: tuple[int, ...] | None
-    _line: bytes
-    _facts: EventFacts
-    _data: Any
+    __slots__ = ()  # the slots and their types are _EventSlots'
 
     def __init__(
         self,

@@ -9,7 +9,6 @@ from typing import Any, Final, NamedTuple, NoReturn
 
 import orjson
 
-from .. import jsonvalue
 from .._typed_append import typed_append
 from ..jsonvalue import MAX_SAFE_INTEGER
 from . import shapes
@@ -20,7 +19,6 @@ from .events import (
     SurfaceReplace,
     check_envelope,
     encode_line,
-    encode_source_seqs,
     make_event,
     normalize_source_seqs,
     parse_surface_op,
@@ -527,38 +525,24 @@ class Session:
             if facts.inherited:
                 self._candidate(seq, type, data, op, None, False, lifecycle, self._surface)
             lifecycle.check(type, seq, facts)
-            common = True
         else:
             op, sources, facts, span = self._candidate(
                 seq, type, data, surface_op, source_event_seqs, ignorable, lifecycle, self._surface
             )
-            common = False
         stamp = self._clock()
         if _type_of(stamp) is not int or not 0 <= stamp <= MAX_SAFE_INTEGER:
             _clock_invalid(stamp, seq, type)
-        fast_row = jsonvalue.fast_row
-        line = None
-        if common and fast_row is not None:
-            # encode_line's envelope for these shapes, encoded by the C row encoder itself;
-            # anything it does not prove goes through encode_line, which names the problem.
-            envelope = {"type": type, "seq": seq, "time": stamp, "data": data}
-            if sources is not None:
-                envelope["sourceEventSeqs"] = encode_source_seqs(sources)
-            if op is not None:
-                envelope["surfaceOp"] = op
-            line = fast_row(envelope, data)
-        if line is None:
-            plain_size = PLAIN_PAYLOAD_SIZES.get(type)
-            line = encode_line(
-                type,
-                seq,
-                stamp,
-                data,
-                ignorable,
-                sources,
-                op,
-                prescreened=plain_size is not None and len(data) == plain_size,
-            )
+        plain_size = PLAIN_PAYLOAD_SIZES.get(type)
+        line = encode_line(
+            type,
+            seq,
+            stamp,
+            data,
+            ignorable,
+            sources,
+            op,
+            prescreened=plain_size is not None and len(data) == plain_size,
+        )
         event = make_event(type, seq, stamp, line, ignorable, op, sources, facts)
         changed = None
         if type in self._projection_kinds:
