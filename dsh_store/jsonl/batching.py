@@ -141,7 +141,6 @@ class WriteBehindController:
         self._queue_first = 0 if durable_seq is None else durable_seq + 1
         self._in_flight: StartWrite | None = None
         self._in_flight_background = False  # started by the window or a cap, not a barrier
-        self._pending_bytes = 0  # queued plus in flight
         self._deadline: float | None = None
         self._armed: float | None = None
         self._paused = False
@@ -163,7 +162,8 @@ class WriteBehindController:
     @property
     def pending_bytes(self) -> int:
         """Bytes held in memory: queued plus in flight."""
-        return self._pending_bytes
+        in_flight = self._in_flight
+        return self._queue_bytes + (in_flight.nbytes if in_flight is not None else 0)
 
     @property
     def pending_count(self) -> int:
@@ -209,7 +209,7 @@ class WriteBehindController:
             automatic writes are paused: waiting would never end; ``flush`` retries.
         """
         limit = self.max_pending_bytes
-        pending = self._pending_bytes
+        pending = self.pending_bytes
         if limit is None or pending == 0 or pending + nbytes <= limit:
             return True
         if self._paused and self.failure is not None:
@@ -240,7 +240,6 @@ class WriteBehindController:
         queue.append(line)
         size = len(line)
         self._queue_bytes += size
-        self._pending_bytes += size
         self._last_seq = seq
         if self._paused:
             # The next event resumes automatic writes: a fresh window for old + new.
@@ -260,7 +259,6 @@ class WriteBehindController:
     def write_succeeded(self, now: float) -> list[Action]:
         """The batch of the last :class:`StartWrite` is durable."""
         batch = self._take_in_flight()
-        self._pending_bytes -= batch.nbytes
         self.durable_seq = batch.last_seq
         self.failure = None
         self._reported = None
@@ -294,8 +292,7 @@ class WriteBehindController:
 
     def flush(self, now: float) -> tuple[int, list[Action]]:
         """Start (or join) the barrier; the returned token is resolved when all is durable."""
-        self._next_token += 1
-        token = self._next_token
+        token = self._new_token()
         if not self._queue and self._in_flight is None:
             return token, [ResolveFlushes((token,), None)]
         self._waiters.append(token)

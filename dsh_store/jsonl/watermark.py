@@ -81,8 +81,19 @@ def encode_record(dev: int, ino: int, head_crc: int, size: int) -> bytes:
     The size is written with 20 digits, so every record of one log has the same length
     and one ``pwrite`` at offset 0 replaces the previous one whole.
     """
-    body = b"%s %d %d %08x %020d" % (_MAGIC, dev, ino, head_crc, size)
-    return body + b" %08x\n" % zlib.crc32(body)
+    prefix = _record_prefix(dev, ino, head_crc)
+    return _record_with(prefix, zlib.crc32(prefix), size)
+
+
+def _record_prefix(dev: int, ino: int, head_crc: int) -> bytes:
+    # A record up to its size field: the same for every record of one log.
+    return b"%s %d %d %08x " % (_MAGIC, dev, ino, head_crc)
+
+
+def _record_with(prefix: bytes, prefix_crc: int, size: int) -> bytes:
+    # The record of ``size`` after ``prefix`` (whose CRC-32 is ``prefix_crc``).
+    digits = b"%020d" % size
+    return prefix + digits + b" %08x\n" % zlib.crc32(digits, prefix_crc)
 
 
 def decode_record(data: bytes) -> Watermark | None:
@@ -179,7 +190,7 @@ class DurableMark:
         self._fd: int | None = None
         # The record up to its size field, and that prefix's CRC, for ``_head``: every
         # record of one log shares them, so each later one formats and checksums its size
-        # only (the bytes are exactly :func:`encode_record`'s).
+        # only (the same pieces :func:`encode_record` joins).
         self._head: int | None = None
         self._prefix = b""
         self._prefix_crc = 0
@@ -193,15 +204,9 @@ class DurableMark:
                     return
             if self._head != self.head_crc:
                 self._head = self.head_crc
-                self._prefix = b"%s %d %d %08x " % (
-                    _MAGIC,
-                    self.identity[0],
-                    self.identity[1],
-                    self.head_crc,
-                )
+                self._prefix = _record_prefix(self.identity[0], self.identity[1], self.head_crc)
                 self._prefix_crc = zlib.crc32(self._prefix)
-            digits = b"%020d" % size
-            data = self._prefix + digits + b" %08x\n" % zlib.crc32(digits, self._prefix_crc)
+            data = _record_with(self._prefix, self._prefix_crc, size)
             fd = self._fd
             if fd is None:
                 fd = os.open(

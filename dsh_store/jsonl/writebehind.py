@@ -195,13 +195,8 @@ class ThreadWriteBehind(_QueueState):
         :raises EventValidationError: ``seq`` does not follow the previous one.
         :raises ValueError: the queue is closed or was aborted.
         """
-        with self._lock:  # _put's body, inline: this runs for every event
-            if self._stopped:
-                self._require_running()
-            self._enqueued += 1
-            actions = self._ctrl.enqueue(seq, line, self._clock())
-            if actions:
-                self._apply(actions)
+        with self._lock:
+            self._put(seq, line)
 
     def _put(self, seq: int, line: bytes) -> None:
         self._require_running()
