@@ -272,10 +272,7 @@ class ZstdLogReader:
             if torn is not None and not torn.skippable:
                 lines = _decode_torn(decompressor, zstd, read, torn)
                 recovered = len(lines)
-                torn_frame = FramePlaintext(
-                    index, torn.offset, torn.offset + torn.length, lines, True
-                )
-                yield torn_frame
+                yield FramePlaintext(index, torn.offset, torn.offset + torn.length, lines, True)
         finally:
             complete.close()  # its worker, on an early exit
             read.close()
@@ -419,13 +416,8 @@ def _complete_frames(
                         worker.submit(batch)
                 batch, size, in_flight = [], 0, 0
                 while pending:
-                    done, _ = pending.popleft()
-                    for decoded in _decode_batch(
-                        _delivered(decompressor, worker, len(done)), zstd, done
-                    ):
-                        yield decoded
-                        if decoded[2] is not None:
-                            return
+                    if (yield from _batch_frames(decompressor, zstd, worker, pending.popleft())):
+                        return
                 if span.skippable:
                     yield span, b"", None
                     continue
@@ -450,27 +442,36 @@ def _complete_frames(
             # Decode (or collect from the worker) the oldest batches once the ones pending
             # hold the read-ahead budget; without a worker, at once.
             while pending and (worker is None or in_flight >= READ_AHEAD_BYTES):
-                done, done_size = pending.popleft()
-                in_flight -= done_size
-                for decoded in _decode_batch(
-                    _delivered(decompressor, worker, len(done)), zstd, done
-                ):
-                    yield decoded
-                    if decoded[2] is not None:
-                        return
+                done = pending.popleft()
+                in_flight -= done[1]
+                if (yield from _batch_frames(decompressor, zstd, worker, done)):
+                    return
         if batch:
             pending.append((batch, size))
             if worker is not None:
                 worker.submit(batch)
         while pending:
-            done, _ = pending.popleft()
-            for decoded in _decode_batch(_delivered(decompressor, worker, len(done)), zstd, done):
-                yield decoded
-                if decoded[2] is not None:
-                    return
+            if (yield from _batch_frames(decompressor, zstd, worker, pending.popleft())):
+                return
     finally:
         if worker is not None:
             worker.stop()
+
+
+def _batch_frames(
+    decompressor: Any,
+    zstd: Any,
+    worker: _Worker | None,
+    pending: tuple[list[tuple[FrameSpan, memoryview]], int],
+) -> Generator[tuple[FrameSpan, bytes | memoryview, FrameDefect | None], None, bool]:
+    """Yield what :func:`_complete_frames` yields for one pending batch (decoded here, or
+    by the worker); return True after a defect, which ends the log there."""
+    batch = pending[0]
+    for decoded in _decode_batch(_delivered(decompressor, worker, len(batch)), zstd, batch):
+        yield decoded
+        if decoded[2] is not None:
+            return True
+    return False
 
 
 def _delivered(decompressor: Any, worker: _Worker | None, frames: int) -> Any:
