@@ -318,15 +318,25 @@ _CHECKERS: Final = {
 # find (and name) the problem. They accept a subset of what the precise checkers accept.
 
 _MAX: Final = MAX_SAFE_INTEGER
-# EventFacts built from a full tuple of its fields (turn, step, call_id, requested_calls,
-# header_seq, inherited, projects): one C call, no keyword handling.
 _new_facts: Final = tuple.__new__
+
+
+def _facts(
+    turn: int | None,
+    step: int | None,
+    call_id: str | None = None,
+    requested: tuple[str, ...] = (),
+    header_seq: int | None = None,
+    inherited: bool = False,
+    projects: bool = True,
+) -> EventFacts:
+    return _new_facts(EventFacts, (turn, step, call_id, requested, header_seq, inherited, projects))
 
 
 def _fast_turn(data: Any) -> EventFacts | None:
     turn = data.get("turn")
     if type(turn) is int and 0 < turn <= _MAX:
-        return _new_facts(EventFacts, (turn, None, None, (), None, False, True))
+        return _facts(turn, None)
     return None
 
 
@@ -336,7 +346,7 @@ def _fast_turn_end(data: Any) -> EventFacts | None:
     if type(turn) is int and 0 < turn <= _MAX and type(reason) is dict:
         kind = reason.get("kind")
         if type(kind) is str and kind:
-            return _new_facts(EventFacts, (turn, None, None, (), None, False, True))
+            return _facts(turn, None)
     return None
 
 
@@ -384,41 +394,29 @@ def _fast_assistant(data: Any) -> EventFacts | None:
             if type(call_id) is not str or not call_id:
                 return None
             calls.append(call_id)
-    return _new_facts(EventFacts, (turn, step, None, tuple(calls), None, False, bool(content)))
+    return _facts(turn, step, None, tuple(calls), None, False, bool(content))
 
 
 def _fast_tool_call(data: Any) -> EventFacts | None:
-    # _fast_step's test inline: a call less on the hot path.
-    turn = data.get("turn")
-    step = data.get("step")
+    facts = _fast_step(data)
     call_id = data.get("callId")
     name = data.get("name")
     if (
-        type(turn) is int
-        and type(step) is int
-        and 0 < turn <= _MAX
-        and 0 < step <= _MAX
+        facts is not None
         and type(call_id) is str
         and call_id
         and type(name) is str
         and name
         and type(data.get("arguments")) is str
     ):
-        return _new_facts(EventFacts, (turn, step, call_id, (), None, False, True))
+        return _facts(facts.turn, facts.step, call_id)
     return None
 
 
 def _fast_tool_result(data: Any) -> EventFacts | None:
-    turn = data.get("turn")
-    step = data.get("step")
+    facts = _fast_step(data)
     message = data.get("message")
-    if (
-        type(turn) is not int
-        or type(step) is not int
-        or not (0 < turn <= _MAX and 0 < step <= _MAX)
-        or type(message) is not dict
-        or "error" in data
-    ):
+    if facts is None or type(message) is not dict or "error" in data:
         return None
     call_id = message.get("toolCallId")
     if (
@@ -428,7 +426,7 @@ def _fast_tool_result(data: Any) -> EventFacts | None:
         and call_id
         and type(message.get("isError", False)) is bool
     ):
-        return _new_facts(EventFacts, (turn, step, call_id, (), None, False, True))
+        return _facts(facts.turn, facts.step, call_id)
     return None
 
 
