@@ -324,10 +324,7 @@ class LogScanner(PassResults):
             if self._file_size == 0:
                 self._finished = True
                 return
-            if self._detect_zstd(fd):
-                yield from self._scan_zstd(fd)
-            else:
-                yield from self._scan(fd)
+            yield from self._scan(fd, _ZstdFrames(self) if self._detect_zstd(fd) else None)
         except CorruptLogError as error:
             self._corruption = error
             if not self._report:
@@ -493,8 +490,15 @@ class LogScanner(PassResults):
         defect_nul = False
         defect_closes_turn = False
         rest: list[bytes] = []
+        # A zstd log's rows all sit at their frame's offset (docs/format.md §7): there,
+        # lines do not advance it.
+        stride = 1 if frames is None else 0
+        batch_expected = 0
         for parts, has_cr in batches:
             batch_start = line_no
+            batch_expected = expected
+            if frames is not None:
+                offset = frames.offset
             for raw in parts:
                 line_no += 1
                 length = len(raw) + 1
@@ -531,7 +535,7 @@ class LogScanner(PassResults):
                         self._refuse_duplicate_keys(raw, line_no, offset, expected)
                     yield new_row(ScannedRow, (line_no, offset, raw, value, expected, 1))
                     expected += 1
-                    offset += length
+                    offset += length * stride
                     continue
                 defect_size = length
                 problem = row_problem(value, version)
@@ -551,7 +555,7 @@ class LogScanner(PassResults):
                 count = packed_row_count(value) if packed else 1
                 yield ScannedRow(line_no, offset, raw, value, expected, count)
                 expected += count
-                offset += length
+                offset += length * stride
             if defect is not None:
                 rest = parts[line_no - batch_start :]
                 break
@@ -570,6 +574,8 @@ class LogScanner(PassResults):
                 self._findings.append(crlf)
             else:
                 self._findings[crlf_slot] = crlf
+        if frames is not None and frames.torn:
+            self._recovered_events = expected - batch_expected  # the torn frame is the last
         if defect is not None and frames is not None:
             # A zstd frame is all or nothing: no look-ahead, the frame decides (§7).
             frames.line_defect(defect, batches)
@@ -654,17 +660,6 @@ class LogScanner(PassResults):
         self._header = self._read_header_line(first.lines[0] + b"\n")
         self._findings.extend(self._header.findings)
         return self._header
-
-    def _scan_zstd(self, fd: int) -> Iterator[ScannedRow]:
-        """The line scan over a zstd log's decoded frames; row offsets are frame offsets."""
-        frames = _ZstdFrames(self)
-        new_row = tuple.__new__  # as in _scan: a NamedTuple's _replace costs a few calls
-        for line, _, raw, value, first_seq, seq_count in self._scan(fd, frames):
-            frame = frames.current
-            assert frame is not None
-            if frame.torn:
-                self._recovered_events += seq_count
-            yield new_row(ScannedRow, (line, frame.offset, raw, value, first_seq, seq_count))
 
     def _check_watermark(self, first_line: bytes) -> None:
         """Adopt the watermark read before the open if it names this log; refuse a log
@@ -841,6 +836,8 @@ class _ZstdFrames:
         self.scanner = scanner
         self.reader = ZstdLogReader(scanner.path)
         self.current: FramePlaintext | None = None
+        self.offset = 0  # the current frame's, where its rows sit
+        self.torn = False  # whether the current frame is the torn final one
         self.first_line = 1  # line number of the current frame's first line
         self.lines = 0  # lines decoded so far
 
@@ -850,6 +847,8 @@ class _ZstdFrames:
             if frame.frame == 0 and (not frame.lines or frame.torn):
                 return  # a torn header frame: no header line, as in an empty raw log
             self.current = frame
+            self.offset = frame.offset
+            self.torn = frame.torn
             self.first_line = self.lines + 1
             self.lines += len(frame.lines)
             yield frame.lines, True
