@@ -28,6 +28,11 @@ __all__ = ["AsyncLiveSession", "AsyncOpening", "LiveSession"]
 # os.fork() (multiprocessing's fork start method and subprocess's preexec_fn included) and
 # record the child's pid there, so comparing it is free on every append, where os.getpid()
 # is a system call.
+_MAKE_WAY_MASK = 63
+"""``LiveSession.append`` lets a running write take the GIL at every seq that is a multiple of
+64 (``ThreadWriteBehind.make_way``): at about 8 µs an append, a write waits at most about
+half a millisecond for the GIL after each of its system calls, instead of 5 ms."""
+
 _this_pid = [os.getpid()]
 
 
@@ -254,14 +259,19 @@ class LiveSession(_LiveViews):
         self._require_open()
         self._queue.wait_for_room()
         with self._order:
-            return self._commit(type, data, surface_op, source_event_seqs, ignorable)
+            event = self._commit(type, data, surface_op, source_event_seqs, ignorable)
+        if not event.seq & _MAKE_WAY_MASK:
+            self._queue.make_way()
+        return event
 
     def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
         """Validate all inputs first, then append them together (all or nothing)."""
         self._require_open()
         self._queue.wait_for_room()
         with self._order:
-            return self._commit_many(inputs)
+            events = self._commit_many(inputs)
+        self._queue.make_way()
+        return events
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until every event appended so far (and meanwhile) is durable.

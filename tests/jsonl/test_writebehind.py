@@ -6,6 +6,7 @@ import asyncio
 import errno
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -142,6 +143,56 @@ def test_thread_append_then_flush_writes_on_the_callers_thread_and_wakes_nobody(
     # The first event of the session wakes the idle worker so that it naps on the window;
     # afterwards each new timer falls after the nap's end and needs no wake-up.
     assert condition.notified <= 2
+    queue.close()
+
+
+def test_make_way_hands_the_gil_to_a_running_write(path: Path, writer: LogWriter) -> None:
+    """A producer busy in Python code keeps the GIL until the switch interval ends; here that
+    interval is an hour, so a write that needs the GIL between its system calls gets it only
+    when the producer's ``make_way`` hands it over."""
+    steps: list[int] = []
+    started, go = threading.Event(), threading.Event()
+
+    def sink(lines: Sequence[bytes], first: int, last: int) -> None:
+        started.set()
+        go.wait(10)  # returning from the wait needs the GIL too
+        for step in range(5):
+            os.stat(path)  # a system call: the GIL is released, then wanted back
+            steps.append(step)
+        writer.append(lines, first, last)
+
+    queue = ThreadWriteBehind(sink, window_s=0, durable_seq=0)
+    interval = sys.getswitchinterval()
+    try:
+        queue.enqueue(1, event_line(1))
+        assert started.wait(10)
+        sys.setswitchinterval(3600)
+        go.set()
+        deadline = time.monotonic() + 10
+        spins = 0
+        while len(steps) < 5 and time.monotonic() < deadline:
+            spins += 1  # pure Python: the GIL is never released here
+            if spins % 1000 == 0:
+                queue.make_way()
+    finally:
+        sys.setswitchinterval(interval)
+    assert steps == [0, 1, 2, 3, 4]
+    queue.flush()
+    assert path.read_bytes() == expected_log(2)
+    queue.close()
+
+
+def test_make_way_without_a_running_write_leaves_the_gil_alone(
+    writer: LogWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sleeps: list[float] = []
+    queue = ThreadWriteBehind(writer.append, window_s=3600, durable_seq=0)
+    monkeypatch.setattr(time, "sleep", sleeps.append)
+    queue.make_way()  # idle: nothing to hand over
+    queue.enqueue(1, event_line(1))
+    queue.make_way()  # queued, but no write runs before the window ends
+    monkeypatch.undo()
+    assert sleeps == []
     queue.close()
 
 

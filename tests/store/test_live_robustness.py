@@ -269,3 +269,24 @@ def test_timed_out_flushes_leave_nothing_behind(
 
 def _enospc(fd: int, data: Any) -> int:
     raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_appends_make_way_for_a_running_write_every_64_seqs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``LiveSession.append`` offers the GIL to the write thread at seqs 0, 64, 128, ...;
+    ``append_many`` once per call (``ThreadWriteBehind.make_way`` decides whether a write
+    is running)."""
+    from dsh_store.jsonl.writebehind import ThreadWriteBehind
+
+    offered: list[ThreadWriteBehind] = []
+    monkeypatch.setattr(ThreadWriteBehind, "make_way", lambda queue: offered.append(queue))
+    store = make_store(tmp_path / "root")
+    with store.new("s1", cwd=CWD) as live:
+        live.append("turn/start", {"turn": 1})
+        live.append("step/start", {"turn": 1, "step": 1})
+        for index in range(198):
+            live.append("plugin:test", {"n": index}, ignorable=True)
+        assert len(offered) == 4  # seqs 0, 64, 128 and 192 of 0..199
+        live.append_many([("plugin:test", {"n": 1}, {"ignorable": True})] * 3)
+        assert len(offered) == 5
