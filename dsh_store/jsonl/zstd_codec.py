@@ -369,7 +369,7 @@ def _decode_complete(
 
 _BATCH_BYTES = 256 << 10  # plaintext of the frames decompressed in one call, at most
 _FIRST_AHEAD_BATCH_BYTES = 64 << 10  # the worker's first batch, so the caller starts soon
-_AHEAD_BATCH_BYTES = 4 << 20  # the worker's batches grow to this (see _Worker)
+_AHEAD_BATCH_BYTES = 2 << 20  # the worker's batches grow to this (see _Worker)
 
 
 def _complete_frames(
