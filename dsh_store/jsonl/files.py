@@ -168,7 +168,15 @@ def write_all(
         view = view[written:]
 
 
-_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16
+def _iov_max() -> int:
+    try:
+        limit = os.sysconf("SC_IOV_MAX")
+    except (AttributeError, ValueError, OSError):
+        return 16  # POSIX's minimum
+    return limit if limit > 0 else 1024  # -1: no stated limit
+
+
+_IOV_MAX = _iov_max()
 """Buffers one ``writev`` takes at most (1024 on Linux)."""
 
 _WRITEV_MIN_BYTES = 256 << 10
