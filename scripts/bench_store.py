@@ -13,7 +13,10 @@ a time. Rows:
 - peak RSS of a fresh process restoring a 500 MB log (100 MB in quick mode);
 - the same write and restore rows against baselines that run our checks around the same
   naive I/O (``Session.append`` before each naive write; the lossless re-check after each
-  ``orjson.loads``), which isolates what the store layer adds to the validation.
+  ``orjson.loads``), which isolates what the store layer adds to the validation;
+- append + flush per event against that checked baseline plus the two system calls our
+  writer makes per batch (the tail check's ``stat``, the watermark's ``pwrite``), which
+  leaves only the store's own queue and locks between the two (reported, no target).
 """
 
 from __future__ import annotations
@@ -283,6 +286,40 @@ def baseline_fsync_each_validated(events: Sequence[Event], path: Path, seconds: 
     return count / (now - start)
 
 
+def baseline_fsync_each_same_calls(events: Sequence[Event], path: Path, seconds: float) -> float:
+    """:func:`baseline_fsync_each_validated` plus the two system calls our writer adds per
+    batch: a ``stat`` of the path before the write (the tail check) and a ``pwrite`` of a
+    watermark-sized record into a side file after the fsync. What is left between this and
+    ours is the queue, the controller and the locks (the Python of the store itself)."""
+    session = Session.create(f"same-calls-{time.monotonic_ns()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
+    side = Path(f"{path}.durable")
+    mark = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    record = b"%-90s\n" % b"dsh-store-durable 1"
+    name = os.fspath(path)
+    count = 0
+    try:
+        start = time.perf_counter()
+        deadline = start + seconds
+        now = start
+        for event in events:
+            line = append_mix_event(session, event).line
+            os.stat(name)
+            os.write(fd, line)
+            os.fsync(fd)
+            os.pwrite(mark, record, 0)
+            count += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+    finally:
+        os.close(fd)
+        os.close(mark)
+        path.unlink()
+        side.unlink()
+    return count / (now - start)
+
+
 def baseline_load_lines_checked(path: Path) -> float:
     """:func:`baseline_load_lines` plus the lossless re-check restore must run on every
     decoded line (``jsonvalue.check_loaded`` given the line, as restore gives it), GC
@@ -409,6 +446,11 @@ def _write_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings
         lambda: store_flush_each(events, scratch / "each-checked", seconds=seconds),
         lambda: baseline_fsync_each_validated(events, scratch / "each-checked.log", seconds),
     )
+    flush_each_calls, fsync_each_calls = _paired_medians(
+        cfg.runs,
+        lambda: store_flush_each(events, scratch / "each-calls", seconds=seconds),
+        lambda: baseline_fsync_each_same_calls(events, scratch / "each-calls.log", seconds),
+    )
     report.value("mix", f"{len(events)} events, 100 turns (ours: {len(long_mix)} events)")
     report.value("durable throughput, window 0", _rate(ours))
     report.value("group commit baseline (limits.py)", _rate(group))
@@ -466,6 +508,17 @@ def _write_rows(report: Report, limits: ModuleType, scratch: Path, cfg: Settings
         fsync_each_checked,
         ">= 0.9x",
         baseline_name="Session.append + write + fsync per event",
+    )
+    report.value(
+        "append + flush per event (beside the same-calls baseline)", _rate(flush_each_calls)
+    )
+    report.value("same, + the tail stat and the watermark pwrite", _rate(fsync_each_calls))
+    report.ratio(
+        "append+flush ÷ fsync per event, same checks and calls",
+        flush_each_calls,
+        fsync_each_calls,
+        "",
+        baseline_name="Session.append + stat + write + fsync + pwrite per event",
     )
 
 
