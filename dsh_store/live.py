@@ -29,8 +29,8 @@ __all__ = ["AsyncLiveSession", "AsyncOpening", "LiveSession"]
 # record the child's pid there, so comparing it is free on every append, where os.getpid()
 # is a system call.
 _MAKE_WAY_MASK = 63
-"""``LiveSession.append`` lets a running write take the GIL at every seq that is a multiple of
-64 (``ThreadWriteBehind.make_way``): at about 8 µs an append, a write waits at most about
+"""``LiveSession.append`` lets a running write take the GIL on every 64th call
+(``ThreadWriteBehind.make_way``): at about 8 µs an append, a write waits at most about
 half a millisecond for the GIL after each of its system calls, instead of 5 ms."""
 
 _this_pid = [os.getpid()]
@@ -232,6 +232,7 @@ class LiveSession(_LiveViews):
         # An event is committed (its seq assigned) and queued under this lock, so seqs
         # reach the queue in order from any thread, and close() never sees one half done.
         self._order = threading.Lock()
+        self._appends = 0  # calls of append, for make_way's cadence
         for event in handle.pending_events():
             self._queue.put(event.seq, event.line)
 
@@ -258,20 +259,19 @@ class LiveSession(_LiveViews):
         """
         self._require_open()
         self._queue.wait_for_room()
+        self._appends += 1
+        if not self._appends & _MAKE_WAY_MASK:
+            self._queue.make_way()  # before the commit: an interrupt here leaves no trace
         with self._order:
-            event = self._commit(type, data, surface_op, source_event_seqs, ignorable)
-        if not event.seq & _MAKE_WAY_MASK:
-            self._queue.make_way()
-        return event
+            return self._commit(type, data, surface_op, source_event_seqs, ignorable)
 
     def append_many(self, inputs: Iterable[EventInput | tuple[Any, ...]]) -> list[SessionEvent]:
         """Validate all inputs first, then append them together (all or nothing)."""
         self._require_open()
         self._queue.wait_for_room()
-        with self._order:
-            events = self._commit_many(inputs)
         self._queue.make_way()
-        return events
+        with self._order:
+            return self._commit_many(inputs)
 
     def flush(self, timeout: float | None = None) -> None:
         """Block until every event appended so far (and meanwhile) is durable.
