@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from dsh_store.errors import MigrationRefusedError
 from dsh_store.migrations import MigrationContext, v0_to_v1, v1_to_v2
 
 Row = dict[str, Any]
+T = TypeVar("T")
 SESSION_ID = "s-1"
 PATH = "/logs/session.jsonl"
 CONTEXT = MigrationContext(path=PATH, session_id=SESSION_ID)
@@ -167,13 +169,14 @@ def v0_logs(draw: st.DrawFn, max_turns: int = 3) -> list[Row]:
     log = _Log()
     for turn in range(1, draw(st.integers(1, max_turns)) + 1):
         log.add("turn/start", {"turn": turn})
-        log.add(
-            "user/message",
-            {"role": "user", "id": f"u{turn}", "content": [], "source": {"kind": "user"}},
-            surfaceOp="append",
-        )
         for step in range(1, draw(st.integers(0, 2)) + 1):
             log.add("step/start", {"turn": turn, "step": step})
+            if step == 1:
+                log.add(
+                    "user/message",
+                    {"role": "user", "id": f"u{turn}", "content": [], "source": {"kind": "user"}},
+                    surfaceOp="append",
+                )
             for _attempt in range(draw(st.integers(0, 2))):
                 seqs: list[int] = []
                 for kind in draw(st.lists(_CHUNK_KINDS, max_size=6)):
@@ -215,7 +218,7 @@ def v0_logs(draw: st.DrawFn, max_turns: int = 3) -> list[Row]:
                                 "role": "assistant",
                                 "id": f"a{log.seq}",
                                 "content": [],
-                                "source": {"kind": "model"},
+                                "source": {"kind": "model", "provider": "p", "model": "m"},
                             },
                         },
                         surfaceOp="append",
@@ -231,6 +234,26 @@ def v0_logs(draw: st.DrawFn, max_turns: int = 3) -> list[Row]:
             log.add("step/end", {"turn": turn, "step": step})
         log.add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
     return log.rows
+
+
+def sample(strategy: st.SearchStrategy[T], count: int) -> list[T]:
+    """``count`` values of ``strategy``, the same ones on every run (derandomized, no database)."""
+    drawn: list[T] = []
+
+    @settings(
+        max_examples=count,
+        database=None,
+        derandomize=True,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy)
+    def collect(value: T) -> None:
+        drawn.append(value)
+
+    collect()
+    return drawn
 
 
 def long_log(turns: int, chunks_per_attempt: int) -> Iterator[Row]:

@@ -1,9 +1,9 @@
 """Properties of the whole chain on generated format-0 logs (Hypothesis, kept small).
 
-The generator of the early-edge tests (``early_logs.v0_logs``) puts user messages before
-the first step, which the 2->3 edge refuses by design, so the whole chain gets its own
-generator of complete conversations: user text, streamed answers with usage, tool rounds
-and retried (unclaimed) attempts.
+The generator of the early-edge tests (``early_logs.v0_logs``) varies the chunk streams
+(packed rows, claimed and unclaimed attempts, retries) with empty messages; here a second
+generator draws complete conversations whose derived messages can be checked: user text,
+streamed answers with usage, tool rounds and retried (unclaimed) attempts.
 """
 
 from __future__ import annotations

@@ -254,7 +254,8 @@ def test_generated_conversations_read_as_the_reference(conversation: Any) -> Non
 @_SETTINGS
 @given(v0_logs())
 def test_generated_early_logs_read_as_the_reference(rows: list[Row]) -> None:
-    assert_same(early_header(), rows)
+    upgraded, refusal = assert_same(early_header(), rows)
+    assert refusal is None and upgraded
 
 
 @_SETTINGS
@@ -273,7 +274,8 @@ def test_generated_forks_read_as_the_reference(rows: list[Row], cut_at_end: bool
             for row in rows[: ends[0]]
         )
     head = early_header(seedLength=cut, parentSession="parent-session")
-    assert_same(head, rows)
+    upgraded, refusal = assert_same(head, rows)
+    assert refusal is None and upgraded
 
 
 _DAMAGE: list[tuple[str, Any]] = [

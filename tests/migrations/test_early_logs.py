@@ -1,0 +1,71 @@
+"""The format-0 log generator draws logs the whole chain accepts, with their variety.
+
+The property tests built on ``early_logs.v0_logs`` compare migrations; if the generator
+drifts into drawing logs the chain refuses, they quietly compare refusals with refusals.
+These guards take a fixed (derandomized) sample and fail when the accepted share drops or
+when the accepted logs stop holding the shapes the generator is there to vary.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+from dsh_store.errors import DshStoreError
+from dsh_store.migrate import upgrade
+from dsh_store.model import Session
+
+from .early_logs import Row, header, sample, v0_logs
+
+SAMPLE_SIZE = 200
+
+
+def _migrated(rows: list[Row]) -> list[Row] | None:
+    """The v4 rows of ``rows`` through the whole chain and every model rule, or None."""
+    try:
+        head, events = upgrade(header(), copy.deepcopy(rows), path="generated")
+        kept = list(events)
+        Session.from_restore(head, kept)
+    except DshStoreError:
+        return None
+    return [event.to_json() for event in kept]
+
+
+def _features(rows: list[Row], upgraded: list[Row]) -> set[str]:
+    types = Counter(row["type"] for row in rows)
+    found = {name for name in ("text-chunks", "llm/retry-started", "todo/write") if types[name]}
+    if types["turn/start"] > 1:
+        found.add("several turns")
+    if any(row["type"] == "text-chunks" and min(row["data"]["dt"], default=0) < 0 for row in rows):
+        found.add("negative gap")
+    if any(row["type"] == "assistant/message" and row["sourceEventSeqs"] for row in rows):
+        found.add("claimed attempt")
+    if any(row["type"] == "assistant/attempt" for row in upgraded):
+        found.add("unclaimed attempt")
+    return found
+
+
+def test_the_generator_draws_logs_the_chain_accepts() -> None:
+    logs = sample(v0_logs(), SAMPLE_SIZE)
+    assert len(logs) == SAMPLE_SIZE
+    outcomes = [(rows, _migrated(rows)) for rows in logs]
+    accepted = [(rows, upgraded) for rows, upgraded in outcomes if upgraded is not None]
+    assert len(accepted) >= 0.95 * SAMPLE_SIZE
+    # Each shape the generator varies is in a good share of the accepted logs.
+    seen: Counter[str] = Counter()
+    for rows, upgraded in accepted:
+        seen.update(_features(rows, upgraded))
+    wanted = {
+        "text-chunks",
+        "llm/retry-started",
+        "todo/write",
+        "several turns",
+        "negative gap",
+        "claimed attempt",
+        "unclaimed attempt",
+    }
+    assert {name: seen[name] for name in wanted if seen[name] < SAMPLE_SIZE // 10} == {}
+
+
+def test_the_sample_is_the_same_each_time() -> None:
+    assert sample(v0_logs(), 20) == sample(v0_logs(), 20)
