@@ -607,6 +607,24 @@ def test_refuses_a_turn_start_while_a_turn_is_open() -> None:
     )
 
 
+@pytest.mark.parametrize("open_turn", ["1", 1.5, [1]])
+def test_refuses_a_restart_after_a_turn_that_is_not_an_integer(open_turn: object) -> None:
+    # The restart pattern needs turn n+1 after turn n; a turn that is no integer has no
+    # successor (DSH's own check is false there), so the restart is refused, not crashed on.
+    splice = {"target": "next-turn", "start": 0, "inserted": [{"role": "user"}]}
+    refuse(
+        [
+            ev("turn/start", 0, {"turn": open_turn}),
+            ev("agent/inbox/spliced", 1, splice),
+            ev("turn/start", 2, {"turn": 2}),
+        ],
+        rule="turn-already-open",
+        seq=2,
+        event_type="turn/start",
+        detail=f"turn/start for turn 2 while turn {open_turn!r} is open",
+    )
+
+
 def test_refuses_a_malformed_legacy_goal_change() -> None:
     row = ev(
         "user/message",
