@@ -10,12 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dsh_store.errors import MigrationRefusedError
+from dsh_store.migrate import upgrade
 from dsh_store.migrations import EDGES, v1_to_v2
 from dsh_store.migrations.packed import expand_packed_row
 from dsh_store.migrations.streams import expand_stream
 
 from .early_logs import (
     CONTEXT,
+    PATH,
     Row,
     assistant,
     chunk,
@@ -622,6 +625,25 @@ def test_refuses_a_restart_after_a_turn_that_is_not_an_integer(open_turn: object
         seq=2,
         event_type="turn/start",
         detail=f"turn/start for turn 2 while turn {open_turn!r} is open",
+    )
+
+
+def test_upgrade_names_the_restart_after_a_non_integer_turn() -> None:
+    # Held behind a pending attempt, the bad turn/start is not yet checked by the model,
+    # so the edge's own refusal is what the reader sees: its rule and seq.
+    splice = {"target": "next-turn", "start": 0, "inserted": [{"role": "user"}]}
+    rows = [
+        chunk(0, text(0, "x")),
+        ev("turn/start", 1, {"turn": "1"}),
+        ev("agent/inbox/spliced", 2, splice),
+        ev("turn/start", 3, {"turn": 2}),
+    ]
+    with pytest.raises(MigrationRefusedError) as caught:
+        list(upgrade(header(0), rows, path=PATH)[1])
+    assert (caught.value.rule, caught.value.seq, caught.value.edge) == (
+        "turn-already-open",
+        3,
+        "1->2",
     )
 
 
