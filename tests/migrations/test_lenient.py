@@ -477,6 +477,30 @@ def test_the_layered_chain_and_the_fused_driver_agree_under_lenient() -> None:
     assert [change["sourceSeq"] for change in fused[-1]["data"]["changes"]] == [1, 3]
 
 
+def test_no_step_is_framed_after_a_step_that_is_not_an_integer() -> None:
+    # Step "1" has no next step: the attempt of step 2 gets no framing (the model refuses
+    # the step/start), on either driver, instead of a TypeError in the 2->3 edge.
+    from dsh_store.migrations import chain
+    from dsh_store.migrations._pipeline import fused_chain
+
+    rows = [
+        ev("turn/start", 0, {"turn": 1}),
+        ev("step/start", 1, {"turn": 1, "step": "1"}),
+        ev("step/end", 2, {"turn": 1, "step": "1"}),
+        chunk(3, text(0, "x"), turn=1, step=2),
+    ]
+
+    def upgraded(driver: Any) -> list[str]:
+        context = MigrationContext(session_id="s-1", lenient=LenientLog())
+        return [row["type"] for row in driver(header(), [dict(row) for row in rows], context)[1]]
+
+    expected = ["turn/start", "step/start", "system/message", "step/end", "assistant/attempt"]
+    assert upgraded(chain) == upgraded(fused_chain) == expected
+    with pytest.raises(MigrationRefusedError) as caught:
+        _upgraded(rows, lenient=True)
+    assert (caught.value.rule, caught.value.seq) == ("data-shape", 1)
+
+
 # -- lone surrogates -------------------------------------------------------------------
 
 
