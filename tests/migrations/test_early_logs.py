@@ -31,18 +31,62 @@ def _migrated(rows: list[Row]) -> list[Row] | None:
     return [event.to_json() for event in kept]
 
 
+_SOURCE_TYPES = (
+    "text-chunks",
+    "reasoning-chunks",
+    "tool-call-chunks",
+    "llm/retry",
+    "llm/retry-started",
+    "todo/write",
+    "session/title",
+    "request/header",
+    "tool/result",
+)
+_INTERRUPTED = {"kind": "interrupted"}
+
+
 def _features(rows: list[Row], upgraded: list[Row]) -> set[str]:
+    """The shapes of the generator's variety that ``rows`` holds (``upgraded``: its v4)."""
     types = Counter(row["type"] for row in rows)
-    found = {name for name in ("text-chunks", "llm/retry-started", "todo/write") if types[name]}
+    found = {name for name in _SOURCE_TYPES if types[name]}
     if types["turn/start"] > 1:
         found.add("several turns")
-    if any(row["type"] == "text-chunks" and min(row["data"]["dt"], default=0) < 0 for row in rows):
+    packed = [row for row in rows if "seq0" in row]
+    if any(min(row["data"]["dt"], default=0) < 0 for row in packed):
         found.add("negative gap")
     if any(row["type"] == "assistant/message" and row["sourceEventSeqs"] for row in rows):
         found.add("claimed attempt")
-    if any(row["type"] == "assistant/attempt" for row in upgraded):
+    chunks = [row["data"]["chunk"] for row in rows if row["type"] == "assistant/chunk"]
+    if any(chunk["type"] == "finish" for chunk in chunks):
+        found.add("finish chunk")
+    reasons = [row["data"]["reason"] for row in rows if row["type"] == "turn/end"]
+    if any(reason["kind"] in ("aborted", "disposed") for reason in reasons):
+        found.add("legacy turn/end reason")
+    v4 = Counter(row["type"] for row in upgraded)
+    if v4["assistant/attempt"]:
         found.add("unclaimed attempt")
+    if v4["turn/start"] > v4["turn/end"]:
+        found.add("open at the end")
+    if any(row["type"] == "system/message" and "sourceEventSeqs" in row for row in upgraded):
+        found.add("prompt replaced")
+    closers = sum(row["data"].get("reason") == _INTERRUPTED for row in upgraded)
+    if closers > reasons.count(_INTERRUPTED):
+        found.add("restart closer")
     return found
+
+
+_WANTED = {
+    *_SOURCE_TYPES,
+    "several turns",
+    "negative gap",
+    "claimed attempt",
+    "finish chunk",
+    "legacy turn/end reason",
+    "unclaimed attempt",
+    "open at the end",
+    "prompt replaced",
+    "restart closer",
+}
 
 
 def test_the_generator_draws_logs_the_chain_accepts() -> None:
@@ -55,16 +99,7 @@ def test_the_generator_draws_logs_the_chain_accepts() -> None:
     seen: Counter[str] = Counter()
     for rows, upgraded in accepted:
         seen.update(_features(rows, upgraded))
-    wanted = {
-        "text-chunks",
-        "llm/retry-started",
-        "todo/write",
-        "several turns",
-        "negative gap",
-        "claimed attempt",
-        "unclaimed attempt",
-    }
-    assert {name: seen[name] for name in wanted if seen[name] < SAMPLE_SIZE // 10} == {}
+    assert {name: seen[name] for name in _WANTED if seen[name] < SAMPLE_SIZE // 20} == {}
 
 
 def test_the_sample_is_the_same_each_time() -> None:
