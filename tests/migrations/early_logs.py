@@ -192,7 +192,7 @@ _ENDINGS = st.sampled_from(
 
 
 def _chunk(kind: str, index: int) -> Row:
-    return {
+    chunks: dict[str, Row] = {
         "text": {"type": "text-delta", "index": index, "text": "t"},
         "reasoning": {"type": "reasoning-delta", "index": index, "text": "r"},
         "tool": {
@@ -206,7 +206,8 @@ def _chunk(kind: str, index: int) -> Row:
         "block-end": {"type": "block-end", "index": index, "block": {"type": "text", "text": "t"}},
         "usage": {"type": "usage", "usage": {"inputTokens": 1}},
         "finish": {"type": "finish", "reason": {"kind": "stop"}},
-    }[kind]
+    }
+    return chunks[kind]
 
 
 def _attempt(draw: st.DrawFn, log: _Log, turn: int, step: int) -> list[int]:
