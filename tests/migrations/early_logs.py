@@ -372,6 +372,61 @@ def v0_logs(draw: st.DrawFn, max_turns: int = 3) -> list[Row]:
     return log.rows
 
 
+# Damage to a valid log that the chain refuses at the damaged row: name -> (edge, rule).
+EARLY_DAMAGE = {
+    "unknown-type": ("0->1", "unknown-event-type"),
+    "packed-gaps": ("0->1", "malformed-packed-row"),
+    "turn-reopened": ("1->2", "turn-already-open"),
+    "inexact-claim": ("1->2", "inexact-chunk-claim"),
+    "user-before-step": ("2->3", "surface before first step"),
+}
+
+
+def _damage(rows: list[Row], damage: str, pick: int) -> str:
+    """Apply ``damage`` in place (seqs stay dense); the damage applied, which is
+    ``unknown-type`` when the log has nothing ``damage`` could change."""
+    plain = [index for index, row in enumerate(rows) if "seq" in row]
+    if damage == "packed-gaps":
+        packed = [row for row in rows if "seq0" in row]
+        if packed:
+            packed[pick % len(packed)]["data"]["dt"].append(0)
+            return damage
+    elif damage == "turn-reopened":
+        steps = [row for row in rows if row["type"] == "step/start"]
+        if steps:
+            row = steps[pick % len(steps)]
+            row["type"], row["data"] = "turn/start", {"turn": row["data"]["turn"] + 1}
+            return damage
+    elif damage == "inexact-claim":
+        claims = [row for row in rows if row["type"] == "assistant/message"]
+        # Not a claim of one chunk: citing [] is valid (a known empty stream).
+        claims = [row for row in claims if len(row["sourceEventSeqs"]) > 1]
+        if claims:
+            del claims[pick % len(claims)]["sourceEventSeqs"][0]
+            return damage
+    elif damage == "user-before-step":
+        # The first step/start and the user message after it trade places and seqs:
+        # DSH's own fixture order, which the 2->3 edge refuses (no system head yet).
+        for index, row in enumerate(rows[:-1]):
+            if row["type"] == "step/start":
+                user_row = rows[index + 1]
+                for key in ("seq", "time"):
+                    row[key], user_row[key] = user_row[key], row[key]
+                rows[index], rows[index + 1] = user_row, row
+                return damage
+    rows[plain[pick % len(plain)]]["type"] = "web/search"
+    return "unknown-type"
+
+
+@st.composite
+def refused_v0_logs(draw: st.DrawFn) -> tuple[list[Row], str, str]:
+    """A :func:`v0_logs` log with one damage the chain refuses: ``(rows, edge, rule)``."""
+    rows = draw(v0_logs())
+    damage = _damage(rows, draw(st.sampled_from(sorted(EARLY_DAMAGE))), draw(st.integers(0)))
+    edge, rule = EARLY_DAMAGE[damage]
+    return rows, edge, rule
+
+
 def sample(strategy: st.SearchStrategy[T], count: int) -> list[T]:
     """``count`` values of ``strategy``, the same ones on every run (derandomized, no database)."""
     drawn: list[T] = []

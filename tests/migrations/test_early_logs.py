@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 from collections import Counter
 
-from dsh_store.errors import DshStoreError
+import pytest
+
+from dsh_store.errors import DshStoreError, MigrationRefusedError
 from dsh_store.migrate import upgrade
 from dsh_store.model import Session
 
-from .early_logs import Row, header, sample, v0_logs
+from .early_logs import EARLY_DAMAGE, Row, header, refused_v0_logs, sample, v0_logs
 
 SAMPLE_SIZE = 200
 
@@ -100,6 +102,18 @@ def test_the_generator_draws_logs_the_chain_accepts() -> None:
     for rows, upgraded in accepted:
         seen.update(_features(rows, upgraded))
     assert {name: seen[name] for name in _WANTED if seen[name] < SAMPLE_SIZE // 20} == {}
+
+
+def test_the_damaged_logs_are_refused_where_they_say() -> None:
+    """``refused_v0_logs`` states its refusal; the whole chain must give exactly that."""
+    seen: Counter[tuple[str, str]] = Counter()
+    for rows, edge, rule in sample(refused_v0_logs(), SAMPLE_SIZE // 2):
+        with pytest.raises(MigrationRefusedError) as caught:
+            head, events = upgrade(header(), copy.deepcopy(rows), path="generated")
+            Session.from_restore(head, list(events))
+        assert (caught.value.edge, caught.value.rule) == (edge, rule)
+        seen[edge, rule] += 1
+    assert {refusal: seen[refusal] for refusal in EARLY_DAMAGE.values() if seen[refusal] < 5} == {}
 
 
 def test_the_sample_is_the_same_each_time() -> None:

@@ -44,7 +44,7 @@ from dsh_store.upgrading import scanned_rows
 from tests.conftest import SHARED, shared_missing_reason, shared_params
 from tests.corpus import loaded_copy
 from tests.migrations.early_logs import header as early_header
-from tests.migrations.early_logs import v0_logs
+from tests.migrations.early_logs import refused_v0_logs, v0_logs
 from tests.migrations.test_properties import HEADER, conversations
 
 Row = dict[str, Any]
@@ -276,6 +276,16 @@ def test_generated_forks_read_as_the_reference(rows: list[Row], cut_at_end: bool
     head = early_header(seedLength=cut, parentSession="parent-session")
     upgraded, refusal = assert_same(head, rows)
     assert refusal is None and upgraded
+
+
+@_SETTINGS
+@given(refused_v0_logs())
+def test_damaged_early_logs_are_refused_as_the_reference(
+    damaged: tuple[list[Row], str, str],
+) -> None:
+    rows, edge, rule = damaged
+    _, refusal = assert_same(early_header(), rows)
+    assert refusal is not None and (refusal[2], refusal[1]) == (edge, rule)
 
 
 _DAMAGE: list[tuple[str, Any]] = [
