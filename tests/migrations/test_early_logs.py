@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from pathlib import Path
 
+import orjson
 import pytest
 
 from dsh_store.errors import DshStoreError, MigrationRefusedError
+from dsh_store.jsonl.layout import session_dir
 from dsh_store.migrate import upgrade
 from dsh_store.model import Session
+from tests.interop.harness import ours, run_driver, theirs
+from tests.interop.upstream import UpstreamUnavailable, install
 
 from .early_logs import EARLY_DAMAGE, Row, header, refused_v0_logs, sample, v0_logs
 
@@ -118,3 +123,35 @@ def test_the_damaged_logs_are_refused_where_they_say() -> None:
 
 def test_the_sample_is_the_same_each_time() -> None:
     assert sample(v0_logs(), 20) == sample(v0_logs(), 20)
+
+
+@pytest.mark.requires("upstream")
+def test_dsh_reads_the_generated_logs_as_the_migration_does(tmp_path: Path) -> None:
+    """DSH rc.8's own backend loads every log of a fixed sample, and its verdict, events
+    kept, closers, conversation and system prompt are those of dsh-store's migrated read
+    (the comparison of the interop suite, ``tests/interop/__init__.py``)."""
+    try:
+        upstream = install()
+    except UpstreamUnavailable as error:
+        pytest.skip(f"upstream DSH packages unavailable: {error.reason}")
+    root = tmp_path / "store"
+    logs: dict[str, Path] = {}
+    for index, rows in enumerate(sample(v0_logs(), SAMPLE_SIZE // 2)):
+        head = {**header(), "id": f"generated-{index}"}
+        log = session_dir(root, head["id"], None) / "session.jsonl"
+        log.parent.mkdir(parents=True)
+        log.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in [head, *rows]))
+        logs[head["id"]] = log
+    command = {"op": "inspect", "root": str(root), "ids": list(logs), "mode": "inspect"}
+    reports = run_driver(upstream, command)["results"]
+    conversations = 0
+    for name, log in logs.items():
+        upstream_verdict, our_verdict = theirs(reports[name]), ours(log)
+        assert upstream_verdict.accepted, (name, upstream_verdict.error)
+        assert our_verdict.accepted, (name, our_verdict.error)
+        assert our_verdict.structure == upstream_verdict.structure, name
+        assert our_verdict.closer_texts == upstream_verdict.closer_texts, name
+        assert our_verdict.conversation == upstream_verdict.conversation, name
+        assert our_verdict.system == upstream_verdict.system, name
+        conversations += bool(our_verdict.conversation)
+    assert conversations >= 0.8 * len(logs)  # not vacuous
