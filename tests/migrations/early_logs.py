@@ -382,7 +382,7 @@ EARLY_DAMAGE = {
 }
 
 
-def _damage(rows: list[Row], damage: str, pick: int) -> str:
+def damage_v0_log(rows: list[Row], damage: str, pick: int) -> str:
     """Apply ``damage`` in place (seqs stay dense); the damage applied, which is
     ``unknown-type`` when the log has nothing ``damage`` could change."""
     plain = [index for index, row in enumerate(rows) if "seq" in row]
@@ -422,7 +422,7 @@ def _damage(rows: list[Row], damage: str, pick: int) -> str:
 def refused_v0_logs(draw: st.DrawFn) -> tuple[list[Row], str, str]:
     """A :func:`v0_logs` log with one damage the chain refuses: ``(rows, edge, rule)``."""
     rows = draw(v0_logs())
-    damage = _damage(rows, draw(st.sampled_from(sorted(EARLY_DAMAGE))), draw(st.integers(0)))
+    damage = damage_v0_log(rows, draw(st.sampled_from(sorted(EARLY_DAMAGE))), draw(st.integers(0)))
     edge, rule = EARLY_DAMAGE[damage]
     return rows, edge, rule
 
