@@ -159,12 +159,12 @@ class _Log:
         self.seq += len(members)
         return seqs
 
-    def user(self, turn: int, text: str) -> int:
+    def user(self, turn: int, text: str, source: Row | None = None) -> int:
         message = {
             "role": "user",
             "id": f"u{self.seq}",
             "content": [{"type": "text", "text": text}],
-            "source": {"kind": "user"},
+            "source": source or {"kind": "user"},
         }
         return self.add("user/message", message, surfaceOp="append")
 
@@ -175,18 +175,27 @@ _CHUNK_KINDS = st.sampled_from(
 _PACKED_KINDS = st.sampled_from(["text-chunks", "reasoning-chunks", "tool-call-chunks"])
 _TEXTS = st.sampled_from(["hi", "naïve ☃", "a\nb", ""])
 _PROMPTS = st.sampled_from(["", "You are terse.", "Be brief."])
-# Turn endings: the reasons DSH writes (legacy ones are normalized by 0->1), the restart
+# Message sources: the user's, and producers (3->4 names them by kind: runtime-context for
+# the system-prompt plugin's user-role snapshot, the producer itself, plugin:<name>).
+_SOURCES = st.sampled_from(
+    [
+        {"kind": "user"},
+        {"kind": "user"},
+        {"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt", "form": "snapshot"},
+        {"kind": "plugin", "plugin": "hooks-codex"},
+        {"kind": "plugin", "plugin": "acme-notes", "form": "notice"},
+    ]
+)
+# Turn endings: the reasons DSH writes (legacy ones are normalized by 0->1), and the restart
 # pattern (a next-turn splice, then the next turn/start with no turn/end; 1->2 closes the
-# turn), and a last turn the log ends in (a crash: open, maybe inside a step).
+# turn). The last turn may instead stay open, as a crash leaves it (maybe inside a step).
 _ENDINGS = st.sampled_from(
     [
         {"kind": "completed"},
-        {"kind": "completed"},
+        "restart",
         {"kind": "aborted"},
         {"kind": "disposed"},
         {"kind": "interrupted"},
-        "restart",
-        "open",
     ]
 )
 
@@ -244,12 +253,12 @@ def _step(draw: st.DrawFn, log: _Log, turn: int, step: int) -> None:
     if step == 1:
         first = log.user(turn, draw(_TEXTS))
         if draw(st.booleans()):
-            log.user(turn, draw(_TEXTS))
+            log.user(turn, draw(_TEXTS), draw(_SOURCES))
         if turn == 1 and draw(st.booleans()):
             title = {"title": "T", "messageSeqs": [first], "source": {"kind": "fallback"}}
             log.add("session/title", title)
     elif draw(st.integers(0, 3)) == 0:
-        log.user(turn, draw(_TEXTS))
+        log.user(turn, draw(_TEXTS), draw(_SOURCES))
     if draw(st.booleans()):
         header = {"config": {"provider": "p", "model": "m"}, "system": draw(_PROMPTS), "tools": []}
         log.add("request/header", {"header": header, "reason": "initial"})
@@ -284,21 +293,21 @@ def _step(draw: st.DrawFn, log: _Log, turn: int, step: int) -> None:
         content: list[Row] = [{"type": "text", "text": "done"}] if draw(st.booleans()) else []
         if call_id is not None:
             content.append({"type": "tool-call", "id": call_id, "name": "ls", "arguments": "{}"})
-        log.add(
-            "assistant/message",
-            {
-                "turn": turn,
-                "step": step,
-                "message": {
-                    "role": "assistant",
-                    "id": f"a{log.seq}",
-                    "content": content,
-                    "source": {"kind": "model", "provider": "p", "model": "m"},
-                },
+        claim: Row = {
+            "turn": turn,
+            "step": step,
+            "message": {
+                "role": "assistant",
+                "id": f"a{log.seq}",
+                "content": content,
+                "source": {"kind": "model", "provider": "p", "model": "m"},
             },
-            surfaceOp="append",
-            sourceEventSeqs=seqs,
-        )
+        }
+        if draw(st.booleans()):
+            claim["usage"] = {"inputTokens": draw(st.integers(0, 9)), "outputTokens": 1}
+        if draw(st.integers(0, 4)) == 0:
+            claim["interrupted"] = True
+        log.add("assistant/message", claim, surfaceOp="append", sourceEventSeqs=seqs)
         if call_id is not None:
             call = log.add(
                 "tool/call",
@@ -306,6 +315,7 @@ def _step(draw: st.DrawFn, log: _Log, turn: int, step: int) -> None:
             )
             if draw(st.booleans()):
                 log.add("todo/write", {"todos": []})
+            failed = draw(st.integers(0, 3)) == 0
             result = {
                 "role": "user",
                 "id": f"r{log.seq}",
@@ -314,17 +324,15 @@ def _step(draw: st.DrawFn, log: _Log, turn: int, step: int) -> None:
                         "type": "tool-result",
                         "toolCallId": call_id,
                         "content": [{"type": "text", "text": draw(_TEXTS)}],
-                        "isError": False,
+                        "isError": failed,
                     }
                 ],
                 "source": {"kind": "tool", "callId": call_id},
             }
-            log.add(
-                "tool/result",
-                {"turn": turn, "step": step, "message": result},
-                surfaceOp="append",
-                sourceEventSeqs=[call],
-            )
+            outcome_data: Row = {"turn": turn, "step": step, "message": result}
+            if failed:
+                outcome_data["error"] = {"name": "AbortError", "code": "ABORTED"}
+            log.add("tool/result", outcome_data, surfaceOp="append", sourceEventSeqs=[call])
         if draw(st.booleans()):
             break
 
@@ -344,9 +352,7 @@ def v0_logs(draw: st.DrawFn, max_turns: int = 3) -> list[Row]:
     turns = draw(st.integers(1, max_turns))
     for turn in range(1, turns + 1):
         log.add("turn/start", {"turn": turn})
-        ending = draw(_ENDINGS)
-        if ending == "open" and turn < turns:
-            ending = {"kind": "completed"}
+        ending = "open" if turn == turns and draw(st.integers(0, 4)) == 0 else draw(_ENDINGS)
         steps = draw(st.integers(0, 3))
         for step in range(1, steps + 1):
             log.add("step/start", {"turn": turn, "step": step})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from dsh_store.errors import DshStoreError, MigrationRefusedError
 from dsh_store.jsonl.layout import session_dir
 from dsh_store.migrate import upgrade
+from dsh_store.migrations._v4_messages import producer_kind
 from dsh_store.model import Session
 from tests.interop.harness import ours, run_driver, theirs
 from tests.interop.upstream import UpstreamUnavailable, install
@@ -61,8 +63,15 @@ def _features(rows: list[Row], upgraded: list[Row]) -> set[str]:
     packed = [row for row in rows if "seq0" in row]
     if any(min(row["data"]["dt"], default=0) < 0 for row in packed):
         found.add("negative gap")
-    if any(row["type"] == "assistant/message" and row["sourceEventSeqs"] for row in rows):
+    claims = [row for row in rows if row["type"] == "assistant/message"]
+    if any(row["sourceEventSeqs"] for row in claims):
         found.add("claimed attempt")
+    found.update(key for row in claims for key in ("usage", "interrupted") if key in row["data"])
+    if any(row["type"] == "tool/result" and "error" in row["data"] for row in rows):
+        found.add("failed tool")
+    sources = [row["data"]["source"] for row in rows if row["type"] == "user/message"]
+    if any(source["kind"] == "plugin" for source in sources):
+        found.add("plugin source")
     chunks = [row["data"]["chunk"] for row in rows if row["type"] == "assistant/chunk"]
     if any(chunk["type"] == "finish" for chunk in chunks):
         found.add("finish chunk")
@@ -87,6 +96,10 @@ _WANTED = {
     "several turns",
     "negative gap",
     "claimed attempt",
+    "usage",
+    "interrupted",
+    "failed tool",
+    "plugin source",
     "finish chunk",
     "legacy turn/end reason",
     "unclaimed attempt",
@@ -125,6 +138,21 @@ def test_the_sample_is_the_same_each_time() -> None:
     assert sample(v0_logs(), 20) == sample(v0_logs(), 20)
 
 
+def _as_v4_sources(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` with each format-0 plugin source named by its v4 source kind, as the
+    3->4 edge names producers (the one difference the comparison allows)."""
+    messages = []
+    for message in report.get("messages", []):
+        source = message.get("source")
+        if isinstance(source, dict) and source.get("kind") == "plugin":
+            message = {
+                **message,
+                "source": {"kind": producer_kind(source["plugin"], message["role"])},
+            }
+        messages.append(message)
+    return {**report, "messages": messages} if "messages" in report else report
+
+
 def _upstream_agrees(logs: list[list[Row]], root: Path, *, lenient: bool) -> int:
     """File ``logs`` in a store root for DSH rc.8's backend to inspect; assert it loads
     each one with the events kept, closers, conversation and prompt of dsh-store's read
@@ -145,7 +173,8 @@ def _upstream_agrees(logs: list[list[Row]], root: Path, *, lenient: bool) -> int
     reports = run_driver(upstream, command)["results"]
     conversations = 0
     for name, log in paths.items():
-        upstream_verdict, our_verdict = theirs(reports[name]), ours(log, lenient=lenient)
+        upstream_verdict = theirs(_as_v4_sources(reports[name]))
+        our_verdict = ours(log, lenient=lenient)
         assert upstream_verdict.accepted, (name, upstream_verdict.error)
         assert our_verdict.accepted, (name, our_verdict.error)
         assert our_verdict.structure == upstream_verdict.structure, name
