@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from dsh_store.migrate import upgrade
 from dsh_store.model import Session
 
+from .early_logs import v0_logs
+
 Row = dict[str, Any]
 HEADER: Row = {"type": "session", "version": 0, "id": "prop", "createdAt": 7, "delegationDepth": 0}
 TEXT = st.text(alphabet="abcdefgh xyz", min_size=1, max_size=12)
@@ -202,8 +204,18 @@ def test_the_conversation_and_usage_survive_migration(log: _Conversation) -> Non
 @settings(max_examples=40)
 @given(conversations())
 def test_migration_is_dense_deterministic_and_idempotent_at_v4(log: _Conversation) -> None:
-    first, session = _migrated(log.rows)
-    second, _ = _migrated(log.rows)
+    _assert_dense_deterministic_and_idempotent(log.rows)
+
+
+@settings(max_examples=40)
+@given(v0_logs())
+def test_early_edge_logs_migrate_dense_deterministic_and_idempotent(rows: list[Row]) -> None:
+    _assert_dense_deterministic_and_idempotent(rows)
+
+
+def _assert_dense_deterministic_and_idempotent(rows: list[Row]) -> None:
+    first, session = _migrated(rows)
+    second, _ = _migrated(rows)
     assert first == second
     seqs = [event.seq for event in session.events]
     assert seqs == list(range(len(seqs)))
