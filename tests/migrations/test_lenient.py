@@ -12,11 +12,13 @@ The default stays faithful (the refusals are the edges' own tests). With ``lenie
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from dsh_store.errors import EventValidationError, LoneSurrogateError, MigrationRefusedError
 from dsh_store.jsonl.scan import LogScanner
@@ -29,7 +31,7 @@ from dsh_store.model import Session, SessionEvent, SessionHeader
 from dsh_store.restore import examine, read_log
 from dsh_store.verify import verify_path
 
-from .early_logs import chunk, ev, header, text, user
+from .early_logs import chunk, ev, header, text, user, v0_logs
 
 Row = dict[str, Any]
 PROMPT = "You are terse."
@@ -374,6 +376,15 @@ def test_without_a_deviation_lenient_gives_the_default_bytes() -> None:
     for index, row in enumerate(rows):
         row["seq"] = index
     assert _upgraded(rows, lenient=True) == _upgraded(rows, lenient=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(v0_logs())
+def test_generated_logs_read_leniently_give_the_default_bytes(rows: list[Row]) -> None:
+    # Logs the chain accepts as they are need no deviation: no note, the same events.
+    default = _upgraded(copy.deepcopy(rows), lenient=False)
+    assert default
+    assert _upgraded(copy.deepcopy(rows), lenient=True) == default
 
 
 # -- the model: a system head rendered before its step ----------------------------------
