@@ -15,7 +15,7 @@ from pathlib import Path
 from .helpers import CWD, complete_turn, make_store
 
 CHILD = r"""
-import gc, sys
+import gc, sys, weakref
 from dsh_store.restore import read_log
 
 path, mode = sys.argv[1], sys.argv[2]
@@ -24,9 +24,13 @@ if mode == "disabled":
 if mode == "frozen":
     frozen = [[] for _ in range(100)]
     gc.freeze()
-# A cycle the caller made before the restore: still garbage the collector frees after it.
-cycle = []
-cycle.append(cycle)
+# A cycle the caller made before the restore: still garbage the collector frees after it
+# (a weak reference tells, whether or not a pass before the pause already freed it).
+class Node:
+    pass
+cycle = Node()
+cycle.self = cycle
+cycle_ref = weakref.ref(cycle)
 del cycle
 view = read_log(path)
 events = set(map(id, view.events))
@@ -41,7 +45,8 @@ if mode == "frozen":  # the permanent generation is the one get_objects() leaves
     tracked = {id(item) for item in gc.get_objects()}
     print("still_frozen", not any(id(item) in tracked for item in frozen))
 gc.enable()
-print("freed", gc.collect() >= 1)
+gc.collect()
+print("freed", cycle_ref() is None)
 """
 
 
