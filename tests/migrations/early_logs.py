@@ -385,6 +385,7 @@ EARLY_DAMAGE = {
     "turn-reopened": ("1->2", "turn-already-open"),
     "inexact-claim": ("1->2", "inexact-chunk-claim"),
     "user-before-step": ("2->3", "surface before first step"),
+    "defer-loading": ("3->4", "deferLoading in v3 tool"),
 }
 
 
@@ -409,6 +410,12 @@ def damage_v0_log(rows: list[Row], damage: str, pick: int) -> str:
         claims = [row for row in claims if len(row["sourceEventSeqs"]) > 1]
         if claims:
             del claims[pick % len(claims)]["sourceEventSeqs"][0]
+            return damage
+    elif damage == "defer-loading":
+        requests = [row for row in rows if row["type"] == "request/header"]
+        if requests:
+            tool = {"name": "read", "description": "", "parameters": {}, "deferLoading": True}
+            requests[pick % len(requests)]["data"]["header"]["tools"] = [tool]
             return damage
     elif damage == "user-before-step":
         # The first step/start and the user message after it trade places and seqs:
