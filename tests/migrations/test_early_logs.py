@@ -24,7 +24,7 @@ from dsh_store.model import Session
 from tests.interop.harness import ours, run_driver, theirs
 from tests.interop.upstream import UpstreamUnavailable, install
 
-from .early_logs import EARLY_DAMAGE, Row, damage_v0_log, header, refused_v0_logs, sample, v0_logs
+from .early_logs import EARLY_DAMAGE, Row, damage_v0_log, header, sample, v0_logs
 
 SAMPLE_SIZE = 200
 
@@ -123,15 +123,19 @@ def test_the_generator_draws_logs_the_chain_accepts() -> None:
 
 
 def test_the_damaged_logs_are_refused_where_they_say() -> None:
-    """``refused_v0_logs`` states its refusal; the whole chain must give exactly that."""
-    seen: Counter[tuple[str, str]] = Counter()
-    for rows, edge, rule in sample(refused_v0_logs(), SAMPLE_SIZE // 2):
-        with pytest.raises(MigrationRefusedError) as caught:
-            head, events = upgrade(header(), copy.deepcopy(rows), path="generated")
-            Session.from_restore(head, list(events))
-        assert (caught.value.edge, caught.value.rule) == (edge, rule)
-        seen[edge, rule] += 1
-    assert {refusal: seen[refusal] for refusal in EARLY_DAMAGE.values() if seen[refusal] < 5} == {}
+    """Each damage of ``refused_v0_logs``, applied to each log of a fixed sample, is
+    refused by the whole chain with exactly the edge and rule it names."""
+    seen: Counter[str] = Counter()
+    for index, valid in enumerate(sample(v0_logs(), SAMPLE_SIZE // 2)):
+        for damage in EARLY_DAMAGE:
+            rows = copy.deepcopy(valid)
+            applied = damage_v0_log(rows, damage, index)
+            with pytest.raises(MigrationRefusedError) as caught:
+                head, events = upgrade(header(), rows, path="generated")
+                Session.from_restore(head, list(events))
+            assert (caught.value.edge, caught.value.rule) == EARLY_DAMAGE[applied], applied
+            seen[applied] += 1
+    assert {damage: seen[damage] for damage in EARLY_DAMAGE if seen[damage] < 10} == {}
 
 
 def test_the_sample_is_the_same_each_time() -> None:
