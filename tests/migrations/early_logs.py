@@ -159,12 +159,13 @@ class _Log:
         self.seq += len(members)
         return seqs
 
-    def user(self, turn: int, text: str, source: Row | None = None) -> int:
+    def user(self, text: str, source: Row | None = None) -> int:
+        # A copy: a drawn source is one object shared by every example that draws it.
         message = {
             "role": "user",
             "id": f"u{self.seq}",
             "content": [{"type": "text", "text": text}],
-            "source": source or {"kind": "user"},
+            "source": dict(source or {"kind": "user"}),
         }
         return self.add("user/message", message, surfaceOp="append")
 
@@ -189,15 +190,7 @@ _SOURCES = st.sampled_from(
 # Turn endings: the reasons DSH writes (legacy ones are normalized by 0->1), and the restart
 # pattern (a next-turn splice, then the next turn/start with no turn/end; 1->2 closes the
 # turn). The last turn may instead stay open, as a crash leaves it (maybe inside a step).
-_ENDINGS = st.sampled_from(
-    [
-        {"kind": "completed"},
-        "restart",
-        {"kind": "aborted"},
-        {"kind": "disposed"},
-        {"kind": "interrupted"},
-    ]
-)
+_ENDINGS = st.sampled_from(["completed", "restart", "aborted", "disposed", "interrupted"])
 
 
 def _chunk(kind: str, index: int) -> Row:
@@ -251,14 +244,14 @@ def _attempt(draw: st.DrawFn, log: _Log, turn: int, step: int) -> list[int]:
 def _step(draw: st.DrawFn, log: _Log, turn: int, step: int) -> None:
     """A step's body after its ``step/start``: messages, a request, attempts, a tool round."""
     if step == 1:
-        first = log.user(turn, draw(_TEXTS))
+        first = log.user(draw(_TEXTS))
         if draw(st.booleans()):
-            log.user(turn, draw(_TEXTS), draw(_SOURCES))
+            log.user(draw(_TEXTS), draw(_SOURCES))
         if turn == 1 and draw(st.booleans()):
             title = {"title": "T", "messageSeqs": [first], "source": {"kind": "fallback"}}
             log.add("session/title", title)
     elif draw(st.integers(0, 3)) == 0:
-        log.user(turn, draw(_TEXTS), draw(_SOURCES))
+        log.user(draw(_TEXTS), draw(_SOURCES))
     if draw(st.booleans()):
         header = {"config": {"provider": "p", "model": "m"}, "system": draw(_PROMPTS), "tools": []}
         log.add("request/header", {"header": header, "reason": "initial"})
@@ -373,8 +366,8 @@ def v0_logs(draw: st.DrawFn, max_turns: int = 3) -> list[Row]:
                 "agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [inserted]}
             )
         else:
-            reason = {"kind": "completed"} if ending == "restart" else ending
-            log.add("turn/end", {"turn": turn, "reason": reason})
+            kind = "completed" if ending == "restart" else ending
+            log.add("turn/end", {"turn": turn, "reason": {"kind": kind}})
     return log.rows
 
 
