@@ -521,15 +521,18 @@ class V1ToV2Stage(EarlyStage):
         turn = row["data"]["turn"]
         closer: Row | None = None
         if self._open_turn is not None:
+            # A turn that is no integer has no next turn (the payload's types are the
+            # model's to refuse): no restart, as in DSH, rather than a TypeError here.
             restart = (
                 self._open_step is None
                 and self._after_restart_splice
+                and is_safe_int(self._open_turn)
                 and turn == self._open_turn + 1
             )
             if not restart:
                 raise self._refuse(
                     "turn-already-open",
-                    f"turn/start for turn {turn!r} while turn {self._open_turn} is open",
+                    f"turn/start for turn {turn!r} while turn {self._open_turn!r} is open",
                     row["seq"],
                     "turn/start",
                 )

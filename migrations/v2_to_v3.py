@@ -388,7 +388,8 @@ class _V2ToV3Stage(RenumberingStage):
                 self._framing(event, seq, "step/end", {"turn": self._open_turn, "step": step - 1})
             )
             self._open_step = None
-        if self._open_step is None and step == self._last_step + 1:
+        # A step/start whose step is no integer has no next step to frame.
+        if self._open_step is None and type(self._last_step) is int and step == self._last_step + 1:
             out.append(
                 self._framing(event, seq, "step/start", {"turn": self._open_turn, "step": step})
             )

@@ -12,11 +12,13 @@ The default stays faithful (the refusals are the edges' own tests). With ``lenie
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from dsh_store.errors import EventValidationError, LoneSurrogateError, MigrationRefusedError
 from dsh_store.jsonl.scan import LogScanner
@@ -29,7 +31,7 @@ from dsh_store.model import Session, SessionEvent, SessionHeader
 from dsh_store.restore import examine, read_log
 from dsh_store.verify import verify_path
 
-from .early_logs import chunk, ev, header, text, user
+from .early_logs import chunk, ev, header, text, user, v0_logs
 
 Row = dict[str, Any]
 PROMPT = "You are terse."
@@ -376,6 +378,15 @@ def test_without_a_deviation_lenient_gives_the_default_bytes() -> None:
     assert _upgraded(rows, lenient=True) == _upgraded(rows, lenient=False)
 
 
+@settings(max_examples=40, deadline=None)
+@given(v0_logs())
+def test_generated_logs_read_leniently_give_the_default_bytes(rows: list[Row]) -> None:
+    # Logs the chain accepts as they are need no deviation: no note, the same events.
+    default = _upgraded(copy.deepcopy(rows), lenient=False)
+    assert default
+    assert _upgraded(copy.deepcopy(rows), lenient=True) == default
+
+
 # -- the model: a system head rendered before its step ----------------------------------
 
 
@@ -475,6 +486,30 @@ def test_the_layered_chain_and_the_fused_driver_agree_under_lenient() -> None:
     fused = list(fused_chain(header(), [dict(row) for row in rows], context())[1])
     assert layered == fused
     assert [change["sourceSeq"] for change in fused[-1]["data"]["changes"]] == [1, 3]
+
+
+def test_no_step_is_framed_after_a_step_that_is_not_an_integer() -> None:
+    # Step "1" has no next step: the attempt of step 2 gets no framing (the model refuses
+    # the step/start), on either driver, instead of a TypeError in the 2->3 edge.
+    from dsh_store.migrations import chain
+    from dsh_store.migrations._pipeline import fused_chain
+
+    rows = [
+        ev("turn/start", 0, {"turn": 1}),
+        ev("step/start", 1, {"turn": 1, "step": "1"}),
+        ev("step/end", 2, {"turn": 1, "step": "1"}),
+        chunk(3, text(0, "x"), turn=1, step=2),
+    ]
+
+    def upgraded(driver: Any) -> list[str]:
+        context = MigrationContext(session_id="s-1", lenient=LenientLog())
+        return [row["type"] for row in driver(header(), [dict(row) for row in rows], context)[1]]
+
+    expected = ["turn/start", "step/start", "system/message", "step/end", "assistant/attempt"]
+    assert upgraded(chain) == upgraded(fused_chain) == expected
+    with pytest.raises(MigrationRefusedError) as caught:
+        _upgraded(rows, lenient=True)
+    assert (caught.value.rule, caught.value.seq) == ("data-shape", 1)
 
 
 # -- lone surrogates -------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dsh_store.errors import MigrationRefusedError
 from dsh_store.migrations import MigrationContext, chain
 from dsh_store.migrations._pipeline import fused_chain
 from dsh_store.migrations._plain_chunks import plain_chunk
-from tests.migrations.early_logs import header, v0_logs
+from tests.migrations.early_logs import header, refused_v0_logs, v0_logs
 from tests.migrations.test_properties import HEADER, conversations
 
 Row = dict[str, Any]
@@ -82,8 +82,30 @@ def test_complete_conversations_migrate_alike(conversation: Any) -> None:
 
 @settings(max_examples=40, deadline=None)
 @given(v0_logs())
-def test_early_edge_logs_migrate_or_are_refused_alike(rows: list[Row]) -> None:
-    _same(header(), rows)
+def test_early_edge_logs_migrate_alike(rows: list[Row]) -> None:
+    emitted, refusal = _same(header(), rows)
+    assert refusal is None
+    assert emitted
+
+
+def _refusal(driver: Any, head: Row, rows: list[Row]) -> tuple[Any, ...]:
+    context = MigrationContext(path=_PATH, session_id=head.get("id"))
+    with pytest.raises(MigrationRefusedError) as caught:
+        list(driver(copy.deepcopy(head), copy.deepcopy(rows), context)[1])
+    error = caught.value
+    return error.edge, error.rule, error.seq, error.event_type
+
+
+@settings(max_examples=40, deadline=None)
+@given(refused_v0_logs())
+def test_damaged_early_edge_logs_are_refused_alike(damaged: tuple[list[Row], str, str]) -> None:
+    rows, edge, rule = damaged
+    _, refusal = _same(header(), rows)
+    assert refusal is not None
+    expected = _refusal(chain, header(), rows)
+    assert _refusal(fused_chain, header(), rows) == expected
+    assert expected[:2] == (edge, rule)
+    assert expected[2] is not None
 
 
 @settings(max_examples=60, deadline=None)

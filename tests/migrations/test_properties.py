@@ -1,9 +1,9 @@
 """Properties of the whole chain on generated format-0 logs (Hypothesis, kept small).
 
-The generator of the early-edge tests (``early_logs.v0_logs``) puts user messages before
-the first step, which the 2->3 edge refuses by design, so the whole chain gets its own
-generator of complete conversations: user text, streamed answers with usage, tool rounds
-and retried (unclaimed) attempts.
+The generator of the early-edge tests (``early_logs.v0_logs``) varies the chunk streams
+(packed rows, claimed and unclaimed attempts, retries) with empty messages; here a second
+generator draws complete conversations whose derived messages can be checked: user text,
+streamed answers with usage, tool rounds and retried (unclaimed) attempts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from dsh_store.migrate import upgrade
 from dsh_store.model import Session
+
+from .early_logs import v0_logs
 
 Row = dict[str, Any]
 HEADER: Row = {"type": "session", "version": 0, "id": "prop", "createdAt": 7, "delegationDepth": 0}
@@ -202,8 +204,18 @@ def test_the_conversation_and_usage_survive_migration(log: _Conversation) -> Non
 @settings(max_examples=40)
 @given(conversations())
 def test_migration_is_dense_deterministic_and_idempotent_at_v4(log: _Conversation) -> None:
-    first, session = _migrated(log.rows)
-    second, _ = _migrated(log.rows)
+    _assert_dense_deterministic_and_idempotent(log.rows)
+
+
+@settings(max_examples=40)
+@given(v0_logs())
+def test_early_edge_logs_migrate_dense_deterministic_and_idempotent(rows: list[Row]) -> None:
+    _assert_dense_deterministic_and_idempotent(rows)
+
+
+def _assert_dense_deterministic_and_idempotent(rows: list[Row]) -> None:
+    first, session = _migrated(rows)
+    second, _ = _migrated(rows)
     assert first == second
     seqs = [event.seq for event in session.events]
     assert seqs == list(range(len(seqs)))

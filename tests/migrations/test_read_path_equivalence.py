@@ -44,7 +44,7 @@ from dsh_store.upgrading import scanned_rows
 from tests.conftest import SHARED, shared_missing_reason, shared_params
 from tests.corpus import loaded_copy
 from tests.migrations.early_logs import header as early_header
-from tests.migrations.early_logs import v0_logs
+from tests.migrations.early_logs import refused_v0_logs, sample, v0_logs
 from tests.migrations.test_properties import HEADER, conversations
 
 Row = dict[str, Any]
@@ -254,7 +254,8 @@ def test_generated_conversations_read_as_the_reference(conversation: Any) -> Non
 @_SETTINGS
 @given(v0_logs())
 def test_generated_early_logs_read_as_the_reference(rows: list[Row]) -> None:
-    assert_same(early_header(), rows)
+    upgraded, refusal = assert_same(early_header(), rows)
+    assert refusal is None and upgraded
 
 
 @_SETTINGS
@@ -273,7 +274,18 @@ def test_generated_forks_read_as_the_reference(rows: list[Row], cut_at_end: bool
             for row in rows[: ends[0]]
         )
     head = early_header(seedLength=cut, parentSession="parent-session")
-    assert_same(head, rows)
+    upgraded, refusal = assert_same(head, rows)
+    assert refusal is None and upgraded
+
+
+@_SETTINGS
+@given(refused_v0_logs())
+def test_damaged_early_logs_are_refused_as_the_reference(
+    damaged: tuple[list[Row], str, str],
+) -> None:
+    rows, edge, rule = damaged
+    _, refusal = assert_same(early_header(), rows)
+    assert refusal is not None and (refusal[2], refusal[1]) == (edge, rule)
 
 
 _DAMAGE: list[tuple[str, Any]] = [
@@ -550,6 +562,27 @@ def test_adversarial_chunk_runs_read_as_the_reference(
     lenient opt-in (whose note is a row compared like any other)."""
     _damage(rows, damage, pick)
     assert_same(early_header(), rows, lenient=lenient)
+
+
+def test_fused_path_takes_most_plain_rows_of_generated_logs() -> None:
+    """The generated early logs exercise ``take_plain``, not only the ``feed`` fallback:
+    of their rows of the fused types, most never reach the 3->4 stage's ``feed``."""
+    late_stage = type(EDGES[3].stage(early_header(version=3), MigrationContext()))
+    fed: list[str] = []
+    original = late_stage.feed
+
+    def recording(stage: Any, event: Row) -> Any:
+        fed.append(event["type"])
+        return original(stage, event)
+
+    logs = sample(v0_logs(), 100)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(late_stage, "feed", recording)
+        for rows in logs:
+            upgraded, refusal = read_path(early_header(), rows)
+            assert refusal is None and upgraded
+    plain = sum(row["type"] in FUSED_TYPES for rows in logs for row in rows)
+    assert sum(event_type in FUSED_TYPES for event_type in fed) < plain / 2
 
 
 def test_fused_path_takes_the_plain_rows_of_a_plain_log() -> None:

@@ -10,12 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dsh_store.errors import MigrationRefusedError
+from dsh_store.migrate import upgrade
 from dsh_store.migrations import EDGES, v1_to_v2
 from dsh_store.migrations.packed import expand_packed_row
 from dsh_store.migrations.streams import expand_stream
 
 from .early_logs import (
     CONTEXT,
+    PATH,
     Row,
     assistant,
     chunk,
@@ -401,10 +404,27 @@ def test_property_dense_deterministic_and_lossless(rows: list[Row], seeded: bool
             source_chunks.append((row["time"], row["data"]["chunk"]))
         else:
             source_events.append((row["type"], row["time"]))
+    # The restart pattern (a turn/start right after a next-turn splice, its turn still
+    # open) gets an interrupted turn/end with the turn/start's time just before it.
+    restarts = sum(
+        row["type"] == "turn/start" and v1[index - 1]["type"] == "agent/inbox/spliced"
+        for index, row in enumerate(v1)
+    )
+    closers = [
+        index
+        for index, row in enumerate(first[:-1])
+        if row["type"] == "turn/end"
+        and row["data"]["reason"] == {"kind": "interrupted"}
+        and first[index + 1]["type"] == "turn/start"
+        and first[index + 1]["time"] == row["time"]
+    ]
+    assert len(closers) == restarts
     kept = [
         (row["type"], row["time"])
-        for row in first
-        if row["type"] != "assistant/attempt" and row["data"] != {"inherited": True}
+        for index, row in enumerate(first)
+        if row["type"] != "assistant/attempt"
+        and row["data"] != {"inherited": True}
+        and index not in closers
     ]
     assert kept == source_events
     folded = [
@@ -604,6 +624,43 @@ def test_refuses_a_turn_start_while_a_turn_is_open() -> None:
         seq=1,
         event_type="turn/start",
         detail="turn/start for turn 2 while turn 1 is open",
+    )
+
+
+@pytest.mark.parametrize("open_turn", ["1", 1.5, [1]])
+def test_refuses_a_restart_after_a_turn_that_is_not_an_integer(open_turn: object) -> None:
+    # The restart pattern needs turn n+1 after turn n; a turn that is no integer has no
+    # successor (DSH's own check is false there), so the restart is refused, not crashed on.
+    splice = {"target": "next-turn", "start": 0, "inserted": [{"role": "user"}]}
+    refuse(
+        [
+            ev("turn/start", 0, {"turn": open_turn}),
+            ev("agent/inbox/spliced", 1, splice),
+            ev("turn/start", 2, {"turn": 2}),
+        ],
+        rule="turn-already-open",
+        seq=2,
+        event_type="turn/start",
+        detail=f"turn/start for turn 2 while turn {open_turn!r} is open",
+    )
+
+
+def test_upgrade_names_the_restart_after_a_non_integer_turn() -> None:
+    # Held behind a pending attempt, the bad turn/start is not yet checked by the model,
+    # so the edge's own refusal is what the reader sees: its rule and seq.
+    splice = {"target": "next-turn", "start": 0, "inserted": [{"role": "user"}]}
+    rows = [
+        chunk(0, text(0, "x")),
+        ev("turn/start", 1, {"turn": "1"}),
+        ev("agent/inbox/spliced", 2, splice),
+        ev("turn/start", 3, {"turn": 2}),
+    ]
+    with pytest.raises(MigrationRefusedError) as caught:
+        list(upgrade(header(0), rows, path=PATH)[1])
+    assert (caught.value.rule, caught.value.seq, caught.value.edge) == (
+        "turn-already-open",
+        3,
+        "1->2",
     )
 
 
