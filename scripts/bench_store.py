@@ -265,25 +265,7 @@ def baseline_group_commit_validated(events: Sequence[Event], path: Path, seconds
 
 def baseline_fsync_each_validated(events: Sequence[Event], path: Path, seconds: float) -> float:
     """Per event ``Session.append`` (validate + encode), then write + fsync on one fd."""
-    session = Session.create(f"validated-{time.monotonic_ns()}")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
-    count = 0
-    try:
-        start = time.perf_counter()
-        deadline = start + seconds
-        now = start
-        for event in events:
-            line = append_mix_event(session, event).line
-            os.write(fd, line)
-            os.fsync(fd)
-            count += 1
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-    finally:
-        os.close(fd)
-        path.unlink()
-    return count / (now - start)
+    return _fsync_each_checked(events, path, seconds, same_calls=False)
 
 
 def baseline_fsync_each_same_calls(events: Sequence[Event], path: Path, seconds: float) -> float:
@@ -291,10 +273,16 @@ def baseline_fsync_each_same_calls(events: Sequence[Event], path: Path, seconds:
     batch: a ``stat`` of the path before the write (the tail check) and a ``pwrite`` of a
     watermark-sized record into a side file after the fsync. What is left between this and
     ours is the queue, the controller and the locks (the Python of the store itself)."""
-    session = Session.create(f"same-calls-{time.monotonic_ns()}")
+    return _fsync_each_checked(events, path, seconds, same_calls=True)
+
+
+def _fsync_each_checked(
+    events: Sequence[Event], path: Path, seconds: float, *, same_calls: bool
+) -> float:
+    session = Session.create(f"checked-{time.monotonic_ns()}")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     side = Path(f"{path}.durable")
-    mark = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    mark = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) if same_calls else -1
     record = b"%-90s\n" % b"dsh-store-durable 1"
     name = os.fspath(path)
     count = 0
@@ -304,19 +292,22 @@ def baseline_fsync_each_same_calls(events: Sequence[Event], path: Path, seconds:
         now = start
         for event in events:
             line = append_mix_event(session, event).line
-            os.stat(name)
+            if same_calls:
+                os.stat(name)
             os.write(fd, line)
             os.fsync(fd)
-            os.pwrite(mark, record, 0)
+            if same_calls:
+                os.pwrite(mark, record, 0)
             count += 1
             now = time.perf_counter()
             if now >= deadline:
                 break
     finally:
         os.close(fd)
-        os.close(mark)
         path.unlink()
-        side.unlink()
+        if same_calls:
+            os.close(mark)
+            side.unlink()
     return count / (now - start)
 
 

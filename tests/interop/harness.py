@@ -87,6 +87,17 @@ class Verdict:
         return any(closer[0] == "tool/result" for closer in self.closers)
 
 
+def assert_same_read(name: str, our_verdict: Verdict, upstream_verdict: Verdict) -> None:
+    """Both sides accepted ``name`` and read it alike: events kept, closers (with their
+    texts), conversation and system prompt."""
+    assert upstream_verdict.accepted, (name, upstream_verdict.error)
+    assert our_verdict.accepted, (name, our_verdict.error)
+    assert our_verdict.structure == upstream_verdict.structure, name
+    assert our_verdict.closer_texts == upstream_verdict.closer_texts, name
+    assert our_verdict.conversation == upstream_verdict.conversation, name
+    assert our_verdict.system == upstream_verdict.system, name
+
+
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 

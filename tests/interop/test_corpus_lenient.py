@@ -30,7 +30,7 @@ from dsh_store.migrations._v4_messages import producer_kind
 from tests.conftest import shared_missing_reason
 from tests.corpus import loaded
 from tests.interop.conftest import inspect_all
-from tests.interop.harness import ours, theirs
+from tests.interop.harness import assert_same_read, ours, theirs
 from tests.interop.upstream import Upstream
 from tests.migrations.test_corpus_conformance import CORPUS, MANIFEST
 
@@ -96,10 +96,5 @@ def test_refused_corpus_logs_read_leniently_agree_with_upstream(
             assert not upstream_verdict.accepted, name
             assert (our_verdict.error or "").startswith("CorruptLogError:"), our_verdict.error
             continue
-        assert upstream_verdict.accepted, (name, upstream_verdict.error)
-        assert our_verdict.accepted, (name, our_verdict.error)
-        assert our_verdict.structure == upstream_verdict.structure, name
-        assert our_verdict.closer_texts == upstream_verdict.closer_texts, name
-        assert our_verdict.conversation == upstream_verdict.conversation, name
-        assert our_verdict.system == upstream_verdict.system, name
+        assert_same_read(name, our_verdict, upstream_verdict)
         assert our_verdict.conversation, name  # not vacuous

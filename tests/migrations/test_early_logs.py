@@ -21,7 +21,7 @@ from dsh_store.jsonl.layout import session_dir
 from dsh_store.migrate import upgrade
 from dsh_store.migrations._v4_messages import producer_kind
 from dsh_store.model import Session
-from tests.interop.harness import ours, run_driver, theirs
+from tests.interop.harness import assert_same_read, ours, run_driver, theirs
 from tests.interop.upstream import UpstreamUnavailable, install
 
 from .early_logs import EARLY_DAMAGE, Row, damage_v0_log, header, sample, v0_logs
@@ -179,12 +179,7 @@ def _upstream_agrees(logs: list[list[Row]], root: Path, *, lenient: bool) -> int
     for name, log in paths.items():
         upstream_verdict = theirs(_as_v4_sources(reports[name]))
         our_verdict = ours(log, lenient=lenient)
-        assert upstream_verdict.accepted, (name, upstream_verdict.error)
-        assert our_verdict.accepted, (name, our_verdict.error)
-        assert our_verdict.structure == upstream_verdict.structure, name
-        assert our_verdict.closer_texts == upstream_verdict.closer_texts, name
-        assert our_verdict.conversation == upstream_verdict.conversation, name
-        assert our_verdict.system == upstream_verdict.system, name
+        assert_same_read(name, our_verdict, upstream_verdict)
         conversations += bool(our_verdict.conversation)
     return conversations
 

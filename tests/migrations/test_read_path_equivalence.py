@@ -20,8 +20,10 @@ reference's, and the three agree on a refusal's rule, edge, seq, line and messag
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -564,9 +566,10 @@ def test_adversarial_chunk_runs_read_as_the_reference(
     assert_same(early_header(), rows, lenient=lenient)
 
 
-def test_fused_path_takes_most_plain_rows_of_generated_logs() -> None:
-    """The generated early logs exercise ``take_plain``, not only the ``feed`` fallback:
-    of their rows of the fused types, most never reach the 3->4 stage's ``feed``."""
+@contextlib.contextmanager
+def _late_feeds() -> Iterator[list[str]]:
+    """The types of the events the 3->4 stage's ``feed`` sees while the block runs (what the
+    fused path leaves to it)."""
     late_stage = type(EDGES[3].stage(early_header(version=3), MigrationContext()))
     fed: list[str] = []
     original = late_stage.feed
@@ -575,9 +578,16 @@ def test_fused_path_takes_most_plain_rows_of_generated_logs() -> None:
         fed.append(event["type"])
         return original(stage, event)
 
-    logs = sample(v0_logs(), 100)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(late_stage, "feed", recording)
+        yield fed
+
+
+def test_fused_path_takes_most_plain_rows_of_generated_logs() -> None:
+    """The generated early logs exercise ``take_plain``, not only the ``feed`` fallback:
+    of their rows of the fused types, most never reach the 3->4 stage's ``feed``."""
+    logs = sample(v0_logs(), 100)
+    with _late_feeds() as fed:
         for rows in logs:
             upgraded, refusal = read_path(early_header(), rows)
             assert refusal is None and upgraded
@@ -590,14 +600,6 @@ def test_fused_path_takes_the_plain_rows_of_a_plain_log() -> None:
     sees only what the fused path leaves to it: the first ``step/start`` (the system head
     follows it), the head, the first ``request/header`` (its prompt replaces the head)
     and that replacement, the message and the ``turn/end``."""
-    late_stage = type(EDGES[3].stage(early_header(version=3), MigrationContext()))
-    fed: list[str] = []
-    original = late_stage.feed
-
-    def recording(stage: Any, event: Row) -> Any:
-        fed.append(event["type"])
-        return original(stage, event)
-
     packed = _run_item("packed-text", 1, 1, 0, 3)
     message = {"role": "assistant", "id": "a1", "content": []}
     rows = _numbered(
@@ -621,8 +623,7 @@ def test_fused_path_takes_the_plain_rows_of_a_plain_log() -> None:
             {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}},
         ]
     )
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(late_stage, "feed", recording)
+    with _late_feeds() as fed:
         upgraded, refusal = read_path(early_header(), rows)
     assert refusal is None and len(upgraded) == 13
     assert fed == [
