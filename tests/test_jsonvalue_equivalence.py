@@ -23,8 +23,6 @@ import dataclasses
 import datetime
 import decimal
 import enum
-import shutil
-import sysconfig
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,6 +45,7 @@ from dsh_store.jsonvalue import (
 )
 from dsh_store.model.events import encode_line
 from dsh_store.model.shapes import PLAIN_PAYLOAD_SIZES, check_payload
+from tests.c_build import skip_without_c_compiler
 
 SCREENS: dict[str, Callable[[object], bool]] = {"python": _screen_accepts_in_python}
 # The line encoder that goes with each screen: C's own, or the Python path around the screen.
@@ -426,11 +425,7 @@ def test_the_c_screen_judges_every_encoded_value_as_the_python_screen_does(value
 
 
 def test_the_c_screen_is_built_where_a_c_compiler_is() -> None:
-    # The install compiles the screen when it can; a silent fallback to the slower Python
-    # screen on a machine with a compiler is a broken build, not a choice.
-    compiler = str(sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(compiler) is None:
-        pytest.skip(f"no C compiler ({compiler}) here: the Python screen is the one in use")
+    skip_without_c_compiler("the Python screen")
     assert "c" in SCREENS, "dsh_store._jsonscreen was not built; run scripts/setup-venv"
     assert jsonvalue._screen_accepts is SCREENS["c"]
     assert jsonvalue.fast_row is LINE_ENCODERS["c"]

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
-import sysconfig
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,6 +28,7 @@ from hypothesis import strategies as st
 from dsh_store import jsonvalue
 from dsh_store.errors import DshStoreError
 from dsh_store.jsonvalue import MAX_DEPTH, MAX_SAFE_INTEGER, check_loaded
+from tests.c_build import skip_without_c_compiler
 
 SCREENS: dict[str, Callable[[Any, bytes], bool]] = {"python": jsonvalue._loaded_is_canonical}
 try:
@@ -249,9 +248,7 @@ def test_the_c_screen_takes_only_bytes() -> None:
 
 
 def test_the_c_screen_is_built_where_a_c_compiler_is() -> None:
-    compiler = str(sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(compiler) is None:
-        pytest.skip(f"no C compiler ({compiler}) here: the re-encoding is the one in use")
+    skip_without_c_compiler("the re-encoding")
     assert "c" in SCREENS, "dsh_store._loadscreen was not built; run scripts/setup-venv"
     assert jsonvalue._loaded_screen is SCREENS["c"]
     assert jsonvalue.loaded_is_lossless is SCREENS["c"]

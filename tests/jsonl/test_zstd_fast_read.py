@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import threading
 import time
 import tracemalloc
@@ -37,6 +35,7 @@ from dsh_store.jsonl.zstd_codec import (
     ZstdLogReader,
 )
 from dsh_store.jsonl.zstd_frames import FrameScanner, FrameSpan, _plain_frames_in_python
+from tests.c_build import skip_without_c_compiler
 from tests.conftest import REPO
 from tests.jsonl.zstd_helpers import HEADER, build_log, event_line, raw_frame
 
@@ -549,11 +548,7 @@ def test_the_c_run_walk_refuses_a_start_or_base_outside_its_window() -> None:
 
 
 def test_the_c_run_walk_is_built_where_a_c_compiler_is() -> None:
-    # As for the JSON type screen: a silent fallback to the slower walk on a machine with a
-    # compiler is a broken build, not a choice.
-    compiler = str(sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(compiler) is None:
-        pytest.skip(f"no C compiler ({compiler}) here: the Python walk is the one in use")
+    skip_without_c_compiler("the Python walk")
     assert "c" in RUN_WALKERS, "dsh_store._zstdwalk was not built; run scripts/setup-venv"
     assert zstd_frames._plain_frames is not zstd_frames._plain_frames_in_python
 
