@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, Protocol
 
-from .errors import NotASessionError, UnsupportedVersionError
+from .errors import EventValidationError, NotASessionError, UnsupportedVersionError
 from .model import SessionEvent
 from .records import Finding, HeaderInfo, ScannedRow, TornTail
 
@@ -54,6 +54,7 @@ __all__ = [
     "StoredRow",
     "TornTail",
     "WriterLock",
+    "refuse_misnumbered_batch",
 ]
 
 StoredRow = ScannedRow
@@ -164,6 +165,21 @@ class Appender(Protocol):
     def close(self) -> None:
         """Release the handle; idempotent."""
         ...
+
+
+def refuse_misnumbered_batch(
+    path: object, next_seq: int, lines: Sequence[bytes], first_seq: int, last_seq: int
+) -> NoReturn:
+    """Raise the ``append-seq-mismatch`` refusal of :meth:`Appender.append`: the batch of
+    ``lines`` for seqs ``first_seq .. last_seq`` does not continue a log at ``next_seq``
+    (or is empty, or holds another number of lines). Nothing was written."""
+    raise EventValidationError(
+        f"append seq mismatch: the log continues at seq {next_seq}, got a batch "
+        f"of {len(lines)} line(s) for seqs {first_seq}..{last_seq}",
+        rule="append-seq-mismatch",
+        seq=first_seq,
+        path=str(path),
+    )
 
 
 class WriterLock(Protocol):

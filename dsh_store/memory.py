@@ -30,11 +30,11 @@ from .backend import (
     StorageBackend,
     StoredRow,
     TornTail,
+    refuse_misnumbered_batch,
 )
 from .errors import (
     ConcurrentModificationError,
     CorruptLogError,
-    EventValidationError,
     SessionExistsError,
     SessionLockedError,
     StorageError,
@@ -260,13 +260,7 @@ class _MemoryAppender:
         if self._closed:
             raise ValueError(f"{self.path}: the log writer is closed")
         if first_seq != self._next_seq or last_seq - first_seq + 1 != len(lines) or not lines:
-            raise EventValidationError(
-                f"append seq mismatch: the log continues at seq {self._next_seq}, got a batch "
-                f"of {len(lines)} line(s) for seqs {first_seq}..{last_seq}",
-                rule="append-seq-mismatch",
-                seq=first_seq,
-                path=str(self.path),
-            )
+            refuse_misnumbered_batch(self.path, self._next_seq, lines, first_seq, last_seq)
         log = self._backend._logs.get(_key(self.path))
         if log is None:
             raise ConcurrentModificationError(str(self.path), "the log was removed")

@@ -29,10 +29,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from dsh_store.backend import refuse_misnumbered_batch
 from dsh_store.errors import (
     ConcurrentModificationError,
     DshStoreError,
-    EventValidationError,
     SessionExistsError,
     StorageError,
     WriterBrokenError,
@@ -512,7 +512,7 @@ class LogWriter:
         if fd is None or self.broken_cause is not None:
             fd = self._usable_fd()
         if first_seq != self.next_seq or last_seq - first_seq + 1 != len(lines) or not lines:
-            self._refuse_seqs(lines, first_seq, last_seq)
+            refuse_misnumbered_batch(self.path, self.next_seq, lines, first_seq, last_seq)
         self._check_tail(fd)
         before = self.size
         data: bytes | None = None
@@ -571,15 +571,6 @@ class LogWriter:
         if self._fd is None:
             raise ValueError(f"{self.path}: the log writer is closed")
         return self._fd
-
-    def _refuse_seqs(self, lines: Sequence[bytes], first_seq: int, last_seq: int) -> NoReturn:
-        raise EventValidationError(
-            f"append seq mismatch: the log continues at seq {self.next_seq}, got a batch "
-            f"of {len(lines)} line(s) for seqs {first_seq}..{last_seq}",
-            rule="append-seq-mismatch",
-            seq=first_seq,
-            path=str(self.path),
-        )
 
     def _check_tail(self, fd: int) -> None:
         """Refuse to write unless the path still names this handle's inode at its last size.
