@@ -87,12 +87,17 @@ def located_chain(
     return header, drive(stages, events), SourceSeqs(stages)
 
 
-class _PlainTaking(Protocol):
-    """The 2->3 and 3->4 stages: :meth:`feed`, and ``take_plain`` for a fused row."""
+class _Feeding(Protocol):
+    """A stage as the drivers use it: rows in through :meth:`feed`, its tail from
+    :meth:`finish`."""
 
     def feed(self, event: Row) -> Iterable[Row]: ...
 
     def finish(self) -> Iterable[Row]: ...
+
+
+class _PlainTaking(_Feeding, Protocol):
+    """The 2->3 and 3->4 stages: :meth:`feed`, and ``take_plain`` for a fused row."""
 
     def take_plain(
         self, event_type: str, seq: int, time: int, data: dict[str, Any]
@@ -188,6 +193,12 @@ def _three(
         for row1 in feed1(event):
             for row2 in feed2(row1):
                 yield from feed3(row2)
+    yield from _finish_three(first, second, third)
+
+
+def _finish_three(first: _Feeding, second: _Feeding, third: _Feeding) -> Iterator[Row]:
+    """The end of three chained stages: each one's tail through the stages after it."""
+    feed2, feed3 = second.feed, third.feed
     for row1 in first.finish():
         for row2 in feed2(row1):
             yield from feed3(row2)
@@ -230,12 +241,7 @@ def _fused(
             yield from feed4({"type": kind, "seq": seq3, "time": time, "data": data})
         else:
             yield {"type": kind, "seq": seq4, "time": time, "data": data}
-    for row2 in early.finish():
-        for row3 in feed3(row2):
-            yield from feed4(row3)
-    for row3 in third.finish():
-        yield from feed4(row3)
-    yield from fourth.finish()
+    yield from _finish_three(early, third, fourth)
 
 
 def _layered(stages: Sequence[EdgeStage], events: Iterable[Row]) -> Iterator[Row]:
