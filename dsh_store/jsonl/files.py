@@ -521,18 +521,17 @@ class LogWriter:
         elif ANY_ARMED:
             data = b"".join(lines)  # the crash tests tear this one write in half
         try:
-            if ANY_ARMED:
-                assert data is not None
+            if data is None:
+                written = write_lines(fd, lines)
+            elif ANY_ARMED:
                 failpoint("append.before-write")
                 write_all(fd, data, torn_failpoint="append.partial-write")
                 failpoint("append.after-write")
                 failpoint("append.before-fsync")
                 written = len(data)
-            elif data is not None:
+            else:
                 write_all(fd, data)
                 written = len(data)
-            else:
-                written = write_lines(fd, lines)
             os.fsync(fd)
         except BaseException as error:
             self.pending = list(lines)
