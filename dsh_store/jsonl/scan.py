@@ -836,8 +836,6 @@ class _ZstdFrames:
         self.scanner = scanner
         self.reader = ZstdLogReader(scanner.path)
         self.current: FramePlaintext | None = None
-        self.offset = 0  # the current frame's, where its rows sit
-        self.torn = False  # whether the current frame is the torn final one
         self.first_line = 1  # line number of the current frame's first line
         self.lines = 0  # lines decoded so far
 
@@ -847,11 +845,21 @@ class _ZstdFrames:
             if frame.frame == 0 and (not frame.lines or frame.torn):
                 return  # a torn header frame: no header line, as in an empty raw log
             self.current = frame
-            self.offset = frame.offset
-            self.torn = frame.torn
             self.first_line = self.lines + 1
             self.lines += len(frame.lines)
             yield frame.lines, True
+
+    @property
+    def offset(self) -> int:
+        """The current frame's offset, where its rows sit."""
+        frame = self.current
+        return 0 if frame is None else frame.offset
+
+    @property
+    def torn(self) -> bool:
+        """Whether the current frame is the torn final one."""
+        frame = self.current
+        return frame is not None and frame.torn
 
     def line_defect(self, defect: _Defect, rest: Iterator[tuple[list[bytes], bool]]) -> None:
         """Refuse a defect in a complete frame; end the recovered lines at one in the torn
