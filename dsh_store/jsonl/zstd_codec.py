@@ -410,14 +410,9 @@ def _complete_frames(
                     ahead = True  # from the first batch on: a read of the header starts none
                     limit = _FIRST_AHEAD_BATCH_BYTES
                 first = False
-                if batch:
-                    pending.append((batch, size))
-                    if worker is not None:
-                        worker.submit(batch)
+                if (yield from _drain(decompressor, zstd, worker, pending, batch, size)):
+                    return
                 batch, size, in_flight = [], 0, 0
-                while pending:
-                    if (yield from _batch_frames(decompressor, zstd, worker, pending.popleft())):
-                        return
                 if span.skippable:
                     yield span, b"", None
                     continue
@@ -446,16 +441,30 @@ def _complete_frames(
                 in_flight -= done[1]
                 if (yield from _batch_frames(decompressor, zstd, worker, done)):
                     return
-        if batch:
-            pending.append((batch, size))
-            if worker is not None:
-                worker.submit(batch)
-        while pending:
-            if (yield from _batch_frames(decompressor, zstd, worker, pending.popleft())):
-                return
+        yield from _drain(decompressor, zstd, worker, pending, batch, size)
     finally:
         if worker is not None:
             worker.stop()
+
+
+def _drain(
+    decompressor: Any,
+    zstd: Any,
+    worker: _Worker | None,
+    pending: collections.deque[tuple[list[tuple[FrameSpan, memoryview]], int]],
+    batch: list[tuple[FrameSpan, memoryview]],
+    size: int,
+) -> Generator[tuple[FrameSpan, bytes | memoryview, FrameDefect | None], None, bool]:
+    """Queue the batch being formed (``size`` bytes of plaintext; none when empty), then
+    yield every pending batch's frames in order; return True after a defect."""
+    if batch:
+        pending.append((batch, size))
+        if worker is not None:
+            worker.submit(batch)
+    while pending:
+        if (yield from _batch_frames(decompressor, zstd, worker, pending.popleft())):
+            return True
+    return False
 
 
 def _batch_frames(
